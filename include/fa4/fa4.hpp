@@ -1,0 +1,133 @@
+// libfa4rt: FlashAttention-4-class attention forward, JIT-compiled with NVRTC and launched through the
+// CUDA Driver API. See README.md for a usage example and the environment variables.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fa4/error.hpp"
+#include "fa4/plan.hpp"
+
+namespace fa4 {
+
+// Element strides of a [batch, seq, head, dim] tensor; the last dimension is contiguous.
+struct Strides {
+  int64_t batch = 0;
+  int64_t seq = 0;
+  int64_t head = 0;
+};
+
+// Q [b, s_q, h_q, d], K [b, s_k, h_kv, d], V [b, s_k, h_kv, dv], O like Q with dv; all device pointers.
+// Causal masking is bottom-right aligned: query row r sees key c when c <= r + seqlen_k - seqlen_q.
+struct AttentionParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  bool return_lse = false;  // write the log-sum-exp (natural log), fp32 [b, h_q, s_q] contiguous
+  float* lse = nullptr;
+
+  int64_t batch = 0;
+  int64_t seqlen_q = 0;
+  int64_t seqlen_k = 0;
+  int64_t heads_q = 0;
+  int64_t heads_kv = 0;
+  int64_t head_dim = 0;
+  int64_t head_dim_v = 0;  // 0 means head_dim
+
+  Strides q_stride, k_stride, v_stride, o_stride;  // all-zero means contiguous [b, s, h, d]
+
+  DType dtype = DType::bf16;
+  bool causal = false;
+  float softmax_scale = 0.f;  // 0 means 1/sqrt(head_dim)
+};
+
+enum class LogLevel { trace, debug, info, warn, error, off };
+
+// Library settings. Options::from_env() reads the FA4_* environment variables (README.md).
+struct Options {
+  std::string cache_dir;          // empty: FA4_CACHE_DIR, else $XDG_CACHE_HOME/fa4rt, else ~/.cache/fa4rt
+  bool disk_cache = true;
+  LogLevel log_level = LogLevel::info;
+  Backend backend = Backend::automatic;
+  bool allow_jit = true;          // false: a kernel missing from both caches is an error (no compile)
+  int max_compile_threads = 0;    // prewarm workers; 0: hardware concurrency, at most 8
+  bool self_check = true;         // sm100: compare with the portable kernel on first use of a config
+  std::string dump_dir;           // when set, generated sources and NVRTC logs are written here
+
+  static Options from_env();
+};
+
+// A kernel configuration to compile ahead of time. It maps to exactly the KernelKey a run() with the
+// same dtype, head dims, causal flag, LSE flag and q/kv head ratio selects on `arch`.
+struct KernelConfig {
+  DType dtype = DType::bf16;
+  int head_dim = 128;
+  int head_dim_v = 0;          // 0 means head_dim
+  bool causal = false;
+  bool lse = false;
+  int q_heads_per_kv = 1;
+  Backend backend = Backend::automatic;
+  int arch = 0;                // compute capability x10; 0: the current device
+  std::string name() const;
+};
+
+struct PrewarmFailure {
+  KernelConfig config;
+  ErrorCode code;
+  std::string message;
+};
+
+struct PrewarmReport {
+  int compiled = 0;     // built by NVRTC in this call
+  int from_cache = 0;   // found in memory or on disk
+  std::vector<PrewarmFailure> failures;
+};
+
+// Information about one resolved kernel, for tools and tests.
+struct KernelInfo {
+  KernelKey key;
+  std::string source;         // the full generated source that was hashed and compiled
+  std::string cache_key_hex;  // XXH3-128 of source, options, NVRTC version, target and schema
+  std::vector<std::string> compile_options;
+};
+
+class Attention {
+ public:
+  explicit Attention(Options options = Options::from_env());
+  ~Attention();
+  Attention(const Attention&) = delete;
+  Attention& operator=(const Attention&) = delete;
+
+  // Enqueues attention on `stream` (of the current context). Asynchronous; on a cache hit it does not
+  // synchronise, allocate or compile. Throws fa4::Error before any launch when the input is invalid.
+  void run(const AttentionParams& params, CUstream stream);
+
+  // Compiles the configurations with a bounded number of parallel workers (loading nothing onto a GPU,
+  // so it works offline for any arch). Failures are reported per configuration, not thrown.
+  PrewarmReport prewarm(const std::vector<KernelConfig>& configs);
+
+  // The Plan (and its launch shape) run() would use for these parameters on the current device.
+  Plan plan(const AttentionParams& params) const;
+  LaunchShape launch_shape(const AttentionParams& params) const;
+
+  // The key, generated source and cache key of a configuration, without compiling it.
+  KernelInfo describe(const KernelConfig& config) const;
+
+  const Options& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Every configuration a backend supports on `arch` (for prewarming and for tests).
+std::vector<KernelConfig> supported_configs(Backend backend, int arch);
+
+const char* version();
+
+}  // namespace fa4

@@ -1,0 +1,120 @@
+// KernelKey and Plan: what selects a kernel, and the one source of truth for how it is built and launched.
+// Codegen (the constexpr preamble), the launch and the human-readable report all read the Plan; nothing
+// re-derives these numbers elsewhere.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fa4 {
+
+enum class DType { bf16, fp16 };
+const char* to_string(DType dtype);
+
+// Which kernel family runs. `automatic` picks sm100 on sm_100 devices and portable elsewhere.
+enum class Backend { automatic, portable, sm100, sm100_emulated };
+const char* to_string(Backend backend);
+Backend backend_from_string(const std::string& name);  // "auto", "portable", "sm100", "sm100_emulated"
+
+// Deliberate defects, compiled in only on request, that prove the emulated tests catch each failure mode.
+enum class DebugFault {
+  none,
+  skip_rescale,      // O and row_sum are not rescaled when the running max grows
+  early_normalize,   // P is divided by the partial row_sum before PV
+  tmem_reuse_race,   // S/P region rewritten before its PV consumer released it
+  wrong_gqa_map,     // q head h reads kv head h % heads_kv instead of h / q_heads_per_kv
+};
+const char* to_string(DebugFault fault);
+
+// Only what changes generated code. Batch, sequence lengths, head counts, strides, pointers and the
+// softmax scale are kernel arguments, so a warm-up call and a real call map to the same key.
+struct KernelKey {
+  Backend backend = Backend::portable;
+  int arch = 0;                 // compute capability x10 of the compile target: 80, 90, 100, 120, ...
+  DType dtype = DType::bf16;
+  int head_dim = 128;
+  int head_dim_v = 128;
+  bool causal = false;
+  bool lse = false;             // the kernel writes the log-sum-exp
+  int gqa_pack = 1;             // q heads packed into one tile (sm100); 1 = no packing
+  DebugFault fault = DebugFault::none;
+
+  std::string target() const;   // NVRTC target: "sm_80", "sm_90a", "sm_100a", ...
+  std::string name() const;     // stable, human-readable, e.g. "portable_sm90_bf16_d128_causal_lse"
+  bool operator==(const KernelKey& other) const;
+};
+
+struct SmemBuffer {
+  std::string name;       // identifier used in the generated preamble (kSmem<Name>Offset/Bytes)
+  int offset = 0;         // bytes from the start of dynamic shared memory
+  int bytes = 0;          // total size, all stages
+  std::string contents;   // what lives there, for the report
+};
+
+struct TmemRegion {
+  std::string name;
+  int first_column = 0;
+  int columns = 0;
+  std::string reuse_rule;  // when the region may be overwritten again
+};
+
+struct WarpRole {
+  std::string name;
+  int first_warp = 0;
+  int warps = 0;
+  int registers = 0;      // per thread after setmaxnreg (0: no setmaxnreg)
+  std::string job;
+};
+
+struct BarrierSpec {
+  std::string name;
+  int instances = 1;      // one per stage
+  int arrivals = 1;       // arrival count the mbarrier is initialised with
+  bool expects_tx = false;
+  std::string producer;
+  std::string consumer;
+  std::string signal;     // what completion means
+};
+
+struct TmaBox {
+  std::string tensor;     // "q", "k", "v", "o"
+  int box_cols = 0;       // elements along the contiguous head dimension
+  int box_rows = 0;       // sequence rows
+  int swizzle_bytes = 0;  // 0, 32, 64 or 128
+};
+
+struct Plan {
+  KernelKey key;
+  std::string kernel_name;   // extern "C" entry point in the generated source
+  std::string source;        // kernel_src/ file that holds the kernel (the root of the assembly)
+  int threads = 0;           // per CTA
+  int tile_m = 0;            // query rows per tile
+  int tile_n = 0;            // key rows per KV block
+  int warps_m = 0;           // portable: warps along M (each owns tile_m / warps_m rows)
+  int q_tiles = 1;           // Q tiles per CTA (sm100 ping-pong softmax)
+  int kv_stages = 0;         // shared-memory pipeline depth for K/V
+  int smem_bytes = 0;        // dynamic shared memory per CTA
+  std::vector<SmemBuffer> smem;
+  int tmem_columns = 0;      // allocated TMEM columns (sm100)
+  std::vector<TmemRegion> tmem;
+  std::vector<WarpRole> roles;
+  std::vector<BarrierSpec> barriers;
+  std::vector<TmaBox> tma;
+  bool persistent = false;   // grid = min(SMs, tiles), tiles walked by a static scheduler
+  int soft_exp2_every = 0;   // sm100: one exp2 in this many done on the FMA pipe (0: none)
+  int rescale_threshold_log2 = 8;
+  std::vector<std::string> risks;  // known risks and the fallback chosen
+
+  int registers_total() const;     // sum over roles of warps * 32 * registers
+};
+
+// Grid, block and memory for one launch of a Plan on a given problem.
+struct LaunchShape {
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned cluster[3] = {1, 1, 1};
+  unsigned smem_bytes = 0;
+};
+
+}  // namespace fa4

@@ -1,0 +1,76 @@
+#include "runtime/nvrtc.hpp"
+
+#include <nvrtc.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "fa4/error.hpp"
+
+namespace fa4::detail {
+namespace {
+
+void check_nvrtc(nvrtcResult result, const char* what) {
+  if (result != NVRTC_SUCCESS)
+    throw Error(ErrorCode::compile_error, std::string(what) + " failed: " + nvrtcGetErrorString(result));
+}
+
+std::string program_log(nvrtcProgram program) {
+  size_t size = 0;
+  if (nvrtcGetProgramLogSize(program, &size) != NVRTC_SUCCESS || size == 0) return {};
+  std::string log(size, '\0');
+  nvrtcGetProgramLog(program, log.data());
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  return log;
+}
+
+void dump(const std::string& dir, const std::string& file, const std::string& text) {
+  if (dir.empty()) return;
+  std::ofstream(dir + "/" + file, std::ios::binary) << text;
+}
+
+}  // namespace
+
+CompiledKernel nvrtc_compile(const std::string& source, const std::vector<std::string>& options,
+                             const std::string& name, const std::string& dump_dir) {
+  const auto start = std::chrono::steady_clock::now();
+  dump(dump_dir, name + ".cu", source);
+
+  nvrtcProgram program = nullptr;
+  check_nvrtc(nvrtcCreateProgram(&program, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr),
+              "nvrtcCreateProgram");
+  struct Destroy {
+    nvrtcProgram& p;
+    ~Destroy() { nvrtcDestroyProgram(&p); }
+  } destroy{program};
+
+  std::vector<const char*> argv;
+  for (const std::string& option : options) argv.push_back(option.c_str());
+  const nvrtcResult compiled = nvrtcCompileProgram(program, static_cast<int>(argv.size()), argv.data());
+
+  CompiledKernel result;
+  result.log = program_log(program);
+  std::string option_text;
+  for (const std::string& option : options) option_text += " " + option;
+  dump(dump_dir, name + ".log", "options:" + option_text + "\n" + result.log + "\n");
+  if (compiled != NVRTC_SUCCESS)
+    throw Error(ErrorCode::compile_error, "NVRTC could not compile " + name + " (" +
+                                              nvrtcGetErrorString(compiled) + "), options:" + option_text +
+                                              "\n" + result.log);
+
+  size_t size = 0;
+  check_nvrtc(nvrtcGetCUBINSize(program, &size), "nvrtcGetCUBINSize");
+  result.cubin.resize(size);
+  check_nvrtc(nvrtcGetCUBIN(program, result.cubin.data()), "nvrtcGetCUBIN");
+  result.milliseconds =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+std::string nvrtc_version() {
+  int major = 0, minor = 0;
+  check_nvrtc(nvrtcVersion(&major, &minor), "nvrtcVersion");
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+}  // namespace fa4::detail

@@ -1,0 +1,23 @@
+// NVRTC compilation to a cubin.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fa4::detail {
+
+struct CompiledKernel {
+  std::vector<char> cubin;
+  std::string log;        // NVRTC's log (warnings), trailing NULs removed
+  double milliseconds = 0;
+};
+
+// Compiles `source` with `options`; throws Error(compile_error) with the full log on failure. When
+// dump_dir is not empty the source and the log are written there as <name>.cu / <name>.log.
+CompiledKernel nvrtc_compile(const std::string& source, const std::vector<std::string>& options,
+                             const std::string& name, const std::string& dump_dir);
+
+// "major.minor" of the loaded NVRTC, part of every cache key.
+std::string nvrtc_version();
+
+}  // namespace fa4::detail

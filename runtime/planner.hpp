@@ -1,0 +1,46 @@
+// Selection (problem -> KernelKey) and planning (KernelKey -> Plan -> LaunchShape).
+#pragma once
+
+#include "fa4/fa4.hpp"
+#include "runtime/problem.hpp"
+
+namespace fa4::detail {
+
+// Target properties planning and selection depend on.
+struct DeviceInfo {
+  int ordinal = 0;
+  int arch = 0;            // compute capability x10
+  int sm_count = 0;
+  int smem_optin = 0;      // max dynamic shared memory per block (opt-in), bytes
+  std::string name;
+};
+
+// The KernelKey a problem maps to for a given backend choice and arch. prewarm uses key_for_config and
+// run() uses select_key; both go through the same function so they cannot disagree.
+KernelKey key_for_config(const KernelConfig& config, int arch);
+KernelKey select_key(const Problem& problem, Backend backend, int arch);
+KernelConfig config_of(const Problem& problem, Backend backend, int arch);
+
+// Resolves Backend::automatic for an arch: sm100 on 100/103, portable elsewhere.
+Backend resolve_backend(Backend requested, int arch);
+
+// Whether the key's backend has a kernel for it (why not, in *why).
+bool supports(const KernelKey& key, std::string* why);
+// Throws Error(unsupported) when the backend has no kernel for this key.
+void check_supported(const KernelKey& key);
+
+Plan make_plan(const KernelKey& key);
+LaunchShape launch_shape(const Plan& plan, const Problem& problem, int sm_count);
+// Fills the scheduler fields of the kernel arguments (num_m_blocks, total_tiles) for this plan.
+void fill_schedule(const Plan& plan, const Problem& problem, int sm_count, fa4k::AttentionArgs& args);
+
+// Backend planners (one file each).
+Plan make_portable_plan(const KernelKey& key);
+LaunchShape portable_launch_shape(const Plan& plan, const Problem& problem, int sm_count);
+bool portable_supports(const KernelKey& key, std::string* why);
+
+Plan make_sm100_plan(const KernelKey& key);
+LaunchShape sm100_launch_shape(const Plan& plan, const Problem& problem, int sm_count);
+bool sm100_supports(const KernelKey& key, std::string* why);
+
+}  // namespace fa4::detail

@@ -1,0 +1,30 @@
+// A validated attention problem: AttentionParams with defaults resolved and every rule checked.
+#pragma once
+
+#include <cuda.h>
+
+#include "fa4/fa4.hpp"
+#include "kernel_src/common/params.h"
+
+namespace fa4::detail {
+
+struct Problem {
+  AttentionParams params;  // head_dim_v, strides and softmax_scale resolved
+  int q_heads_per_kv = 1;
+};
+
+// Host-side rules: sizes, head dims, dtype, strides, overlap, alignment, overflow. Throws
+// Error(invalid_argument or unsupported) naming the field and the rule.
+Problem validate(const AttentionParams& params);
+
+// Device-side rules: pointers are device memory of the current context's device, the stream belongs to
+// the current context. Needs the driver.
+void validate_on_device(const Problem& problem, CUstream stream);
+
+// Bytes of each element.
+inline int element_bytes(DType) { return 2; }
+
+// The kernel argument block for a problem (pointers, strides, sizes, scales).
+fa4k::AttentionArgs make_kernel_args(const Problem& problem);
+
+}  // namespace fa4::detail
