@@ -1,0 +1,53 @@
+#include "jit_probe.hpp"
+
+#include <cstdlib>
+
+#include "runtime/codegen.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/nvrtc.hpp"
+
+namespace fa4::test {
+
+std::vector<char> jit_compile(const std::string& root, const std::string& target, const std::string& prefix,
+                              std::string* log) {
+  const std::string source = detail::assemble_from(root, prefix);
+  const char* dump = std::getenv("FA4_DUMP_DIR");
+  std::string name = root;
+  for (char& c : name)
+    if (c == '/' || c == '.') c = '_';
+  detail::CompiledKernel k = detail::nvrtc_compile(source, detail::compile_options_for_target(target),
+                                                   name + "_" + target, dump ? dump : "");
+  if (log) *log = k.log;
+  return std::move(k.cubin);
+}
+
+JitModule::JitModule(const std::string& root, const std::string& target, const std::string& prefix)
+    : cubin_(jit_compile(root, target, prefix)) {
+  FA4_CU(cuModuleLoadData(&module_, cubin_.data()));
+}
+
+JitModule::~JitModule() {
+  if (module_) detail::driver().cuModuleUnload(module_);
+}
+
+CUfunction JitModule::function(const std::string& name) const {
+  CUfunction fn = nullptr;
+  FA4_CU(cuModuleGetFunction(&fn, module_, name.c_str()));
+  return fn;
+}
+
+void JitModule::launch(CUfunction fn, unsigned grid, unsigned block, unsigned smem_bytes, void** args,
+                       CUstream stream) {
+  if (smem_bytes > 48 * 1024)
+    FA4_CU(cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem_bytes)));
+  CUlaunchConfig config = {};
+  config.gridDimX = grid;
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = block;
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = smem_bytes;
+  config.hStream = stream;
+  FA4_CU(cuLaunchKernelEx(&config, fn, args, nullptr));
+}
+
+}  // namespace fa4::test
