@@ -1,1 +1,439 @@
-// placeholder
+// fa4::Attention: the straight road of design.md.
+//   params --validate--> Problem --select--> KernelKey --plan--> Plan --codegen--> source --hash--> cache
+//   --> cubin --load per context--> CUfunction;  Problem + Plan --> args, TMA maps, launch shape --> launch.
+// run() on a hit: validate, one shared-lock map lookup, argument assembly, cuLaunchKernelEx.
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "cache/kernel_cache.hpp"
+#include "fa4/fa4.hpp"
+#include "runtime/codegen.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/log.hpp"
+#include "runtime/nvrtc.hpp"
+#include "runtime/planner.hpp"
+#include "runtime/self_check.hpp"
+
+namespace fa4 {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+bool env_flag(const char* name, bool fallback) {
+  const char* v = env(name);
+  if (!v) return fallback;
+  const std::string s = v;
+  if (s == "1" || s == "true" || s == "on" || s == "yes") return true;
+  if (s == "0" || s == "false" || s == "off" || s == "no") return false;
+  throw Error(ErrorCode::invalid_argument, std::string(name) + "='" + s + "': must be 0/1, true/false, on/off or yes/no");
+}
+
+}  // namespace
+
+Options Options::from_env() {
+  Options o;
+  if (const char* v = env("FA4_CACHE_DIR")) o.cache_dir = v;
+  o.disk_cache = env_flag("FA4_DISK_CACHE", true);
+  if (const char* v = env("FA4_LOG_LEVEL")) o.log_level = detail::parse_log_level(v);
+  if (const char* v = env("FA4_BACKEND")) o.backend = backend_from_string(v);
+  o.allow_jit = !env_flag("FA4_NO_JIT", false);
+  o.self_check = env_flag("FA4_SELF_CHECK", true);
+  if (const char* v = env("FA4_COMPILE_THREADS")) {
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end || n < 0 || n > 1024)
+      throw Error(ErrorCode::invalid_argument, std::string("FA4_COMPILE_THREADS='") + v + "': must be an integer in [0, 1024]");
+    o.max_compile_threads = static_cast<int>(n);
+  }
+  if (const char* v = env("FA4_DUMP_DIR")) o.dump_dir = v;
+  return o;
+}
+
+namespace detail {
+namespace {
+
+struct KeyHash {
+  size_t operator()(const KernelKey& k) const {
+    size_t h = static_cast<size_t>(k.backend);
+    for (long long v : {static_cast<long long>(k.arch), static_cast<long long>(k.dtype), static_cast<long long>(k.head_dim),
+                        static_cast<long long>(k.head_dim_v), static_cast<long long>(k.causal), static_cast<long long>(k.lse),
+                        static_cast<long long>(k.gqa_pack), static_cast<long long>(k.fault)})
+      h = h * 1000003u ^ static_cast<size_t>(v);
+    return h;
+  }
+};
+
+struct ContextKernel {
+  unsigned long long context_id;
+  KernelKey key;
+  bool operator==(const ContextKernel& o) const { return context_id == o.context_id && key == o.key; }
+};
+
+struct ContextKernelHash {
+  size_t operator()(const ContextKernel& k) const { return KeyHash{}(k.key) ^ (k.context_id * 0x9E3779B97F4A7C15ull); }
+};
+
+// A compiled kernel: context-independent.
+struct Built {
+  Plan plan;
+  std::string source;
+  std::vector<std::string> options;
+  cache::CacheKey cache_key;
+  std::shared_ptr<const cache::Cubin> cubin;
+};
+
+// A kernel loaded into one context, ready to launch.
+struct Loaded {
+  std::shared_ptr<const Built> built;
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  const Loaded* fallback = nullptr;  // set when the self-check failed: launch this one instead
+};
+
+// What run() needs to know about a context, read once.
+struct ContextState {
+  CUcontext context = nullptr;
+  unsigned long long id = 0;
+  DeviceInfo device;
+  std::mutex scratch_mutex;          // sm100 emulation: TMEM backing store
+  CUdeviceptr scratch = 0;
+  size_t scratch_bytes = 0;
+};
+
+DeviceInfo read_device_info(CUcontext) {
+  const DriverApi& d = driver();
+  CUdevice dev = 0;
+  check_cu(d.cuCtxGetDevice(&dev), "cuCtxGetDevice");
+  auto attr = [&](CUdevice_attribute a) {
+    int v = 0;
+    check_cu(d.cuDeviceGetAttribute(&v, a, dev), "cuDeviceGetAttribute");
+    return v;
+  };
+  DeviceInfo info;
+  info.ordinal = static_cast<int>(dev);
+  info.arch = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) * 10 + attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  info.sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  info.smem_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  char name[256] = {};
+  check_cu(d.cuDeviceGetName(name, sizeof(name), dev), "cuDeviceGetName");
+  info.name = name;
+  return info;
+}
+
+// Whether kernels of `backend` can run on a device of `arch`.
+void check_runnable(Backend backend, int arch) {
+  if (backend == Backend::sm100 && arch != 100 && arch != 103)
+    throw Error(ErrorCode::unsupported, "backend sm100: needs an sm_100/sm_103 device, this one is sm_" + std::to_string(arch) +
+                                            " (use sm100_emulated on sm_90, or portable)");
+  if (backend == Backend::sm100_emulated && arch != 90)
+    throw Error(ErrorCode::unsupported, "backend sm100_emulated: runs only on sm_90 devices, this one is sm_" + std::to_string(arch));
+  if (backend == Backend::portable && arch < 80)
+    throw Error(ErrorCode::unsupported, "backend portable: needs sm_80 or newer, this device is sm_" + std::to_string(arch));
+}
+
+bool capturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  check_cu(driver().cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+}  // namespace
+}  // namespace detail
+
+using namespace detail;
+
+struct Attention::Impl {
+  Options options;
+  cache::DiskCache disk;
+  cache::KernelCache cache;
+  std::string nvrtc;  // version, part of every cache key
+
+  mutable std::shared_mutex mutex;  // guards the three maps below (never held while compiling)
+  std::unordered_map<KernelKey, std::shared_ptr<const Built>, KeyHash> built;
+  std::unordered_map<ContextKernel, std::unique_ptr<Loaded>, ContextKernelHash> loaded;
+  std::unordered_map<unsigned long long, std::unique_ptr<ContextState>> contexts;
+  std::mutex load_mutex;  // serialises module loads and self-checks (cheap next to compiling)
+
+  explicit Impl(Options o)
+      : options(std::move(o)), disk(options.disk_cache ? options.cache_dir : std::string()), cache(options.disk_cache ? &disk : nullptr) {
+    set_log_level(options.log_level);
+    if (!options.dump_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(options.dump_dir, ec);
+    }
+  }
+
+  ~Impl() {
+    if (!driver_available()) return;
+    const DriverApi& d = driver();
+    for (auto& [key, k] : loaded) d.cuModuleUnload(k->module);  // errors ignored: the context may be gone
+    for (auto& [id, c] : contexts)
+      if (c->scratch) d.cuMemFree(c->scratch);
+  }
+
+  const std::string& nvrtc_version_cached() {
+    static const std::string v = nvrtc_version();
+    return v;
+  }
+
+  // Key -> Plan -> source -> cubin (memory, disk or NVRTC). Counts the origin when asked.
+  std::shared_ptr<const Built> build(const KernelKey& key, cache::Origin* origin = nullptr) {
+    {
+      std::shared_lock lock(mutex);
+      if (auto it = built.find(key); it != built.end()) {
+        if (origin) *origin = cache::Origin::memory;
+        return it->second;
+      }
+    }
+    auto b = std::make_shared<Built>();
+    b->plan = make_plan(key);
+    b->source = assemble_source(b->plan);
+    b->options = compile_options(key);
+    const std::string target = key.target();
+    b->cache_key = cache::make_cache_key({b->source, &b->options, nvrtc_version_cached(), target, version()});
+    const cache::Lookup found = cache.get(
+        b->cache_key, key.name(),
+        [&] { return nvrtc_compile(b->source, b->options, key.name(), options.dump_dir).cubin; }, options.allow_jit);
+    b->cubin = found.cubin;
+    if (origin) *origin = found.origin;
+    std::unique_lock lock(mutex);
+    return built.emplace(key, std::move(b)).first->second;
+  }
+
+  ContextState& context_state(CUcontext ctx) {
+    unsigned long long id = 0;
+    check_cu(driver().cuCtxGetId(ctx, &id), "cuCtxGetId");
+    {
+      std::shared_lock lock(mutex);
+      if (auto it = contexts.find(id); it != contexts.end()) return *it->second;
+    }
+    auto state = std::make_unique<ContextState>();
+    state->context = ctx;
+    state->id = id;
+    state->device = read_device_info(ctx);
+    std::unique_lock lock(mutex);
+    return *contexts.emplace(id, std::move(state)).first->second;
+  }
+
+  const Loaded* find_loaded(unsigned long long context_id, const KernelKey& key) const {
+    std::shared_lock lock(mutex);
+    auto it = loaded.find({context_id, key});
+    return it == loaded.end() ? nullptr : it->second.get();
+  }
+
+  // The slow path of run() and the loading step of prewarm: build, load into `ctx`, self-check.
+  const Loaded& load(ContextState& ctx, const KernelKey& key) {
+    if (const Loaded* k = find_loaded(ctx.id, key)) return *k;
+    // Compile outside load_mutex, so different keys compile concurrently.
+    const bool check = key.backend != Backend::portable && options.self_check && key.fault == DebugFault::none;
+    KernelKey reference_key = key;
+    reference_key.backend = Backend::portable;
+    reference_key.arch = ctx.device.arch;
+    reference_key.gqa_pack = 1;
+    std::shared_ptr<const Built> b = build(key);
+    std::shared_ptr<const Built> reference_built = check ? build(reference_key) : nullptr;
+
+    std::lock_guard guard(load_mutex);
+    if (const Loaded* k = find_loaded(ctx.id, key)) return *k;
+    std::unique_ptr<Loaded> k = load_module(ctx, key, b);
+    if (check) {
+      const Loaded* reference = find_loaded(ctx.id, reference_key);
+      if (!reference) reference = &insert(ctx, reference_key, load_module(ctx, reference_key, reference_built));
+      const std::string disagreement = self_check(key, [&](bool candidate, const Problem& problem, CUstream stream) {
+        launch(candidate ? *k : *reference, problem, ctx, stream);
+      });
+      if (!disagreement.empty()) {
+        log().error("self-check of {} against the portable kernel FAILED ({}); this configuration falls back to the "
+                    "portable kernel in this context", key.name(), disagreement);
+        k->fallback = reference;
+      }
+    }
+    return insert(ctx, key, std::move(k));
+  }
+
+  std::unique_ptr<Loaded> load_module(const ContextState& ctx, const KernelKey& key, std::shared_ptr<const Built> b) {
+    auto k = std::make_unique<Loaded>();
+    k->built = std::move(b);
+    const Plan& plan = k->built->plan;
+    if (plan.smem_bytes > ctx.device.smem_optin)
+      throw Error(ErrorCode::unsupported, key.name() + ": needs " + std::to_string(plan.smem_bytes) +
+                                              " bytes of shared memory, the device allows " + std::to_string(ctx.device.smem_optin));
+    check_cu(driver().cuModuleLoadData(&k->module, k->built->cubin->data()), ("cuModuleLoadData for " + key.name()).c_str());
+    check_cu(driver().cuModuleGetFunction(&k->function, k->module, plan.kernel_name.c_str()), "cuModuleGetFunction");
+    check_cu(driver().cuFuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, plan.smem_bytes),
+             "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    return k;
+  }
+
+  const Loaded& insert(const ContextState& ctx, const KernelKey& key, std::unique_ptr<Loaded> k) {
+    std::unique_lock lock(mutex);
+    return *loaded.emplace(ContextKernel{ctx.id, key}, std::move(k)).first->second;
+  }
+
+  void ensure_scratch(ContextState& ctx, size_t bytes, CUstream stream) {
+    std::lock_guard guard(ctx.scratch_mutex);
+    if (ctx.scratch_bytes >= bytes) return;
+    if (capturing(stream))
+      throw Error(ErrorCode::graph_capture, "sm100_emulated: the TMEM scratch must grow to " + std::to_string(bytes) +
+                                                " bytes, which needs an allocation, during stream capture; run once before capturing");
+    const DriverApi& d = driver();
+    if (ctx.scratch) {
+      check_cu(d.cuCtxSynchronize(), "cuCtxSynchronize");
+      check_cu(d.cuMemFree(ctx.scratch), "cuMemFree");
+      ctx.scratch = 0;
+      ctx.scratch_bytes = 0;
+    }
+    check_cu(d.cuMemAlloc(&ctx.scratch, bytes), "cuMemAlloc (sm100 emulation TMEM scratch)");
+    check_cu(d.cuMemsetD8(ctx.scratch, 0, bytes), "cuMemsetD8");
+    ctx.scratch_bytes = bytes;
+  }
+
+  void launch(const Loaded& k, const Problem& problem, ContextState& ctx, CUstream stream) {
+    const Plan& plan = k.built->plan;
+    fa4k::AttentionArgs args = make_kernel_args(problem);
+    fill_schedule(plan, problem, ctx.device.sm_count, args);
+    const LaunchShape shape = detail::launch_shape(plan, problem, ctx.device.sm_count);
+    if (plan.scratch_bytes_per_cta) {
+      const size_t ctas = size_t{shape.grid[0]} * shape.grid[1] * shape.grid[2];
+      ensure_scratch(ctx, ctas * plan.scratch_bytes_per_cta, stream);
+      args.tmem_scratch = reinterpret_cast<void*>(ctx.scratch);
+      args.tmem_scratch_bytes = ctx.scratch_bytes;
+    }
+    CUtensorMap maps[kMaxTmaDescriptors];
+    const int map_count = tma_descriptors(plan, problem, maps);
+    void* params[1 + kMaxTmaDescriptors] = {&args};
+    for (int i = 0; i < map_count; ++i) params[1 + i] = &maps[i];
+
+    CUlaunchConfig config = {};
+    config.gridDimX = shape.grid[0];
+    config.gridDimY = shape.grid[1];
+    config.gridDimZ = shape.grid[2];
+    config.blockDimX = shape.block[0];
+    config.blockDimY = shape.block[1];
+    config.blockDimZ = shape.block[2];
+    config.sharedMemBytes = shape.smem_bytes;
+    config.hStream = stream;
+    CUlaunchAttribute cluster;
+    if (shape.cluster[0] * shape.cluster[1] * shape.cluster[2] > 1) {
+      cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      cluster.value.clusterDim.x = shape.cluster[0];
+      cluster.value.clusterDim.y = shape.cluster[1];
+      cluster.value.clusterDim.z = shape.cluster[2];
+      config.attrs = &cluster;
+      config.numAttrs = 1;
+    }
+    check_cu(driver().cuLaunchKernelEx(&config, k.function, params, nullptr), "cuLaunchKernelEx");
+  }
+
+  int resolve_arch(int requested) {
+    if (requested) return requested;
+    CUcontext ctx = nullptr;
+    check_cu(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+    if (!ctx) throw Error(ErrorCode::invalid_argument, "arch: 0 means the current device, but no CUDA context is current");
+    return context_state(ctx).device.arch;
+  }
+};
+
+Attention::Attention(Options options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Attention::~Attention() = default;
+
+const Options& Attention::options() const { return impl_->options; }
+
+void Attention::run(const AttentionParams& params, CUstream stream) {
+  const Problem problem = validate(params);
+  ContextState& ctx = impl_->context_state(validate_on_device(stream));
+  const Backend backend = resolve_backend(impl_->options.backend, ctx.device.arch);
+  const KernelKey key = select_key(problem, backend, ctx.device.arch);
+  const Loaded* k = impl_->find_loaded(ctx.id, key);
+  if (!k) {
+    check_supported(key);
+    check_runnable(backend, ctx.device.arch);
+    if (capturing(stream))
+      throw Error(ErrorCode::graph_capture, key.name() + " is not loaded in this context and the stream is being captured: "
+                                                         "compiling or loading a module would invalidate the capture; "
+                                                         "prewarm this configuration (or run it once) before capturing");
+    k = &impl_->load(ctx, key);
+  }
+  if (k->fallback) k = k->fallback;
+  impl_->launch(*k, problem, ctx, stream);
+}
+
+PrewarmReport Attention::prewarm(const std::vector<KernelConfig>& configs) {
+  PrewarmReport report;
+  if (configs.empty()) return report;
+  // Load into the current context too (when one is current and the arch matches), so a later graph capture
+  // needs no module load.
+  CUcontext ctx = nullptr;
+  if (driver_available()) check_cu(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  ContextState* state = ctx ? &impl_->context_state(ctx) : nullptr;
+
+  std::mutex report_mutex;
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    if (ctx) driver().cuCtxSetCurrent(ctx);
+    for (size_t i = next++; i < configs.size(); i = next++) {
+      const KernelConfig& config = configs[i];
+      try {
+        const int arch = impl_->resolve_arch(config.arch);
+        const KernelKey key = key_for_config(config, arch);
+        cache::Origin origin = cache::Origin::memory;
+        impl_->build(key, &origin);
+        if (state && arch == state->device.arch) {
+          check_runnable(key.backend, arch);
+          impl_->load(*state, key);
+        }
+        std::lock_guard guard(report_mutex);
+        (origin == cache::Origin::compiled ? report.compiled : report.from_cache)++;
+      } catch (const Error& e) {
+        std::lock_guard guard(report_mutex);
+        report.failures.push_back({config, e.code(), e.what()});
+      } catch (const std::exception& e) {
+        std::lock_guard guard(report_mutex);
+        report.failures.push_back({config, ErrorCode::internal, e.what()});
+      }
+    }
+  };
+  int threads = impl_->options.max_compile_threads;
+  if (threads <= 0) threads = std::min(8, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  threads = std::min<int>(threads, static_cast<int>(configs.size()));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (const PrewarmFailure& f : report.failures) log().error("prewarm {}: {}", f.config.name(), f.message);
+  return report;
+}
+
+Plan Attention::plan(const AttentionParams& params) const {
+  const Problem problem = validate(params);
+  ContextState& ctx = impl_->context_state(validate_on_device(nullptr));
+  return make_plan(select_key(problem, resolve_backend(impl_->options.backend, ctx.device.arch), ctx.device.arch));
+}
+
+LaunchShape Attention::launch_shape(const AttentionParams& params) const {
+  const Problem problem = validate(params);
+  ContextState& ctx = impl_->context_state(validate_on_device(nullptr));
+  const Plan plan = make_plan(select_key(problem, resolve_backend(impl_->options.backend, ctx.device.arch), ctx.device.arch));
+  return detail::launch_shape(plan, problem, ctx.device.sm_count);
+}
+
+KernelInfo Attention::describe(const KernelConfig& config) const {
+  const int arch = impl_->resolve_arch(config.arch);
+  KernelInfo info;
+  info.key = key_for_config(config, arch);
+  const Plan plan = make_plan(info.key);
+  info.source = assemble_source(plan);
+  info.compile_options = compile_options(info.key);
+  info.cache_key_hex =
+      cache::make_cache_key({info.source, &info.compile_options, impl_->nvrtc_version_cached(), info.key.target(), version()}).hex();
+  return info;
+}
+
+}  // namespace fa4

@@ -180,6 +180,10 @@ LaunchShape launch_shape(const Plan& plan, const Problem& problem, int sm_count)
                                                : sm100_launch_shape(plan, problem, sm_count);
 }
 
+int tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out) {
+  return plan.key.backend == Backend::portable ? 0 : sm100_tma_descriptors(plan, problem, out);
+}
+
 void fill_schedule(const Plan& plan, const Problem& problem, int sm_count, fa4k::AttentionArgs& args) {
   const AttentionParams& p = problem.params;
   const long long pack = plan.key.gqa_pack;

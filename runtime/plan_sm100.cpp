@@ -12,6 +12,8 @@ bool sm100_supports(const KernelKey&, std::string* why) {
 
 Plan make_sm100_plan(const KernelKey& key) { check_supported(key); return {}; }
 
+int sm100_tma_descriptors(const Plan&, const Problem&, CUtensorMap*) { return 0; }
+
 LaunchShape sm100_launch_shape(const Plan&, const Problem&, int) { return {}; }
 
 }  // namespace fa4::detail

@@ -31,6 +31,9 @@ void check_supported(const KernelKey& key);
 
 Plan make_plan(const KernelKey& key);
 LaunchShape launch_shape(const Plan& plan, const Problem& problem, int sm_count);
+// TMA descriptors passed after the argument block (none for the portable kernel); returns how many.
+constexpr int kMaxTmaDescriptors = 4;
+int tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out);
 // Fills the scheduler fields of the kernel arguments (num_m_blocks, total_tiles) for this plan.
 void fill_schedule(const Plan& plan, const Problem& problem, int sm_count, fa4k::AttentionArgs& args);
 
@@ -40,6 +43,8 @@ LaunchShape portable_launch_shape(const Plan& plan, const Problem& problem, int 
 bool portable_supports(const KernelKey& key, std::string* why);
 
 Plan make_sm100_plan(const KernelKey& key);
+// TMA descriptors the sm100 kernel takes after its argument block (q, k, v, o); returns how many.
+int sm100_tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out);
 LaunchShape sm100_launch_shape(const Plan& plan, const Problem& problem, int sm_count);
 bool sm100_supports(const KernelKey& key, std::string* why);
 

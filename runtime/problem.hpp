@@ -17,9 +17,8 @@ struct Problem {
 // Error(invalid_argument or unsupported) naming the field and the rule.
 Problem validate(const AttentionParams& params);
 
-// Device-side rules: pointers are device memory of the current context's device, the stream belongs to
-// the current context. Needs the driver.
-void validate_on_device(const Problem& problem, CUstream stream);
+// Device-side rules: a context is current and the stream belongs to it. Returns the current context.
+CUcontext validate_on_device(CUstream stream);
 
 // Bytes of each element.
 inline int element_bytes(DType) { return 2; }

@@ -1,1 +1,1 @@
-// placeholder
+// placeholder: Plan report (issue 4)

@@ -1,1 +1,203 @@
-// placeholder
+// Every rule an attention call must satisfy, checked before anything is launched or written.
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "runtime/driver.hpp"
+#include "runtime/problem.hpp"
+
+namespace fa4::detail {
+namespace {
+
+constexpr int64_t kMaxSeqlen = (int64_t{1} << 31) - 1;  // kernel arguments are 32-bit
+constexpr int kSupportedHeadDims[] = {32, 64, 96, 128, 192, 256};
+
+[[noreturn]] void fail(const std::string& field, const std::string& rule, ErrorCode code = ErrorCode::invalid_argument) {
+  throw Error(code, field + ": " + rule);
+}
+
+void require_positive(const char* field, int64_t value) {
+  if (value <= 0) fail(field, "must be > 0, got " + std::to_string(value));
+}
+
+// One [batch, seq, head, dim] tensor as the rules see it.
+struct TensorView {
+  const char* name;
+  const void* ptr;
+  int64_t extent[4];  // batch, seq, head, dim
+  int64_t stride[3];  // batch, seq, head (elements); dim stride is 1
+};
+
+struct ByteRange {
+  uintptr_t first = 0, last = 0;  // inclusive
+};
+
+void check_pointer(const char* field, const void* ptr, size_t alignment) {
+  if (!ptr) fail(field, "must not be null");
+  if (reinterpret_cast<uintptr_t>(ptr) % alignment)
+    fail(field, "must be " + std::to_string(alignment) + "-byte aligned (TMA and 16-byte vector loads)");
+}
+
+// Checks strides and returns the byte range the tensor spans. Rules: strides >= 0; rows start 16-byte
+// aligned (strides of dimensions longer than 1 are multiples of 8 elements); no two elements share an
+// address (sorted by stride, each stride covers the span of the faster dimensions); no overflow.
+ByteRange check_tensor(const TensorView& t) {
+  static const char* dim_names[3] = {"batch", "seq", "head"};
+  const std::string base = std::string(t.name) + "_stride.";
+  struct Dim {
+    int64_t extent, stride;
+    const char* name;
+  } dims[3];
+  for (int i = 0; i < 3; ++i) {
+    const std::string field = base + dim_names[i];
+    if (t.stride[i] < 0) fail(field, "must be >= 0, got " + std::to_string(t.stride[i]));
+    if (t.extent[i] > 1 && t.stride[i] % 8)
+      fail(field, "must be a multiple of 8 elements (16 bytes) so rows stay 16-byte aligned, got " +
+                      std::to_string(t.stride[i]));
+    if (t.extent[i] > 1 && t.stride[i] > (int64_t{1} << 39))
+      fail(field, "must be below 2^39 elements (TMA stride limit 2^40 bytes), got " + std::to_string(t.stride[i]));
+    dims[i] = {t.extent[i], t.stride[i], dim_names[i]};
+  }
+  // Non-overlap: walk dimensions from the smallest stride up; each must step past everything before it.
+  Dim order[3] = {dims[0], dims[1], dims[2]};
+  for (int i = 0; i < 3; ++i)
+    for (int j = i + 1; j < 3; ++j)
+      if (order[j].stride < order[i].stride) std::swap(order[i], order[j]);
+  int64_t span = t.extent[3];  // elements covered so far (the contiguous head dim)
+  for (const Dim& d : order) {
+    if (d.extent == 1) continue;
+    if (d.stride < span)
+      fail(base + d.name, "overlaps: stride " + std::to_string(d.stride) + " is smaller than the " +
+                              std::to_string(span) + " elements spanned by the faster dimensions");
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(d.stride, d.extent - 1, &reach) || __builtin_add_overflow(reach, span, &span))
+      fail(base + d.name, "offsets overflow 64 bits");
+  }
+  const int64_t last_element = span - 1;
+  int64_t last_byte = 0;
+  uintptr_t end = 0;
+  if (__builtin_mul_overflow(last_element, int64_t{2}, &last_byte) ||
+      __builtin_add_overflow(reinterpret_cast<uintptr_t>(t.ptr), static_cast<uintptr_t>(last_byte) + 1, &end))
+    fail(std::string(t.name), "the tensor's last byte lies beyond the 64-bit address space");
+  return {reinterpret_cast<uintptr_t>(t.ptr), end - 1};
+}
+
+bool overlaps(ByteRange a, ByteRange b) { return a.first <= b.last && b.first <= a.last; }
+
+Strides contiguous(int64_t seq, int64_t heads, int64_t dim) { return {seq * heads * dim, heads * dim, dim}; }
+
+bool all_zero(const Strides& s) { return s.batch == 0 && s.seq == 0 && s.head == 0; }
+
+}  // namespace
+
+Problem validate(const AttentionParams& in) {
+  Problem problem;
+  AttentionParams& p = problem.params;
+  p = in;
+
+  if (p.dtype != DType::bf16 && p.dtype != DType::fp16)
+    fail("dtype", "must be bf16 or fp16, got enum value " + std::to_string(static_cast<int>(p.dtype)));
+  require_positive("batch", p.batch);
+  require_positive("seqlen_q", p.seqlen_q);
+  require_positive("seqlen_k", p.seqlen_k);
+  require_positive("heads_q", p.heads_q);
+  require_positive("heads_kv", p.heads_kv);
+  require_positive("head_dim", p.head_dim);
+  if (p.head_dim_v < 0) fail("head_dim_v", "must be >= 0 (0 means head_dim), got " + std::to_string(p.head_dim_v));
+  if (p.head_dim_v == 0) p.head_dim_v = p.head_dim;
+  for (auto [field, value] : {std::pair<const char*, int64_t>{"seqlen_q", p.seqlen_q}, {"seqlen_k", p.seqlen_k},
+                              {"batch", p.batch}, {"heads_q", p.heads_q}})
+    if (value > kMaxSeqlen) fail(field, "must be below 2^31, got " + std::to_string(value));
+
+  auto supported = [](int64_t d) {
+    for (int s : kSupportedHeadDims)
+      if (d == s) return true;
+    return false;
+  };
+  if (!supported(p.head_dim))
+    fail("head_dim", "must be one of 32, 64, 96, 128, 192, 256, got " + std::to_string(p.head_dim), ErrorCode::unsupported);
+  if (!supported(p.head_dim_v) || (p.head_dim_v != p.head_dim && !(p.head_dim == 192 && p.head_dim_v == 128)))
+    fail("head_dim_v", "must equal head_dim, or be 128 with head_dim 192, got " + std::to_string(p.head_dim_v) +
+                           " with head_dim " + std::to_string(p.head_dim), ErrorCode::unsupported);
+  if (p.heads_q % p.heads_kv)
+    fail("heads_q", "must be a multiple of heads_kv (" + std::to_string(p.heads_kv) + "), got " + std::to_string(p.heads_q));
+  problem.q_heads_per_kv = static_cast<int>(p.heads_q / p.heads_kv);
+
+  if (!std::isfinite(p.softmax_scale) || p.softmax_scale < 0)
+    fail("softmax_scale", "must be finite and >= 0 (0 means 1/sqrt(head_dim))");
+  if (p.softmax_scale == 0) p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
+
+  check_pointer("q", p.q, 16);
+  check_pointer("k", p.k, 16);
+  check_pointer("v", p.v, 16);
+  check_pointer("o", p.o, 16);
+  if (p.return_lse && !p.lse) fail("lse", "must not be null when return_lse is set");
+  if (!p.return_lse && p.lse) fail("lse", "is set but return_lse is false; set return_lse to write it");
+
+  if (all_zero(p.q_stride)) p.q_stride = contiguous(p.seqlen_q, p.heads_q, p.head_dim);
+  if (all_zero(p.k_stride)) p.k_stride = contiguous(p.seqlen_k, p.heads_kv, p.head_dim);
+  if (all_zero(p.v_stride)) p.v_stride = contiguous(p.seqlen_k, p.heads_kv, p.head_dim_v);
+  if (all_zero(p.o_stride)) p.o_stride = contiguous(p.seqlen_q, p.heads_q, p.head_dim_v);
+
+  auto view = [](const char* name, const void* ptr, int64_t b, int64_t s, int64_t h, int64_t d, const Strides& st) {
+    return TensorView{name, ptr, {b, s, h, d}, {st.batch, st.seq, st.head}};
+  };
+  const ByteRange q = check_tensor(view("q", p.q, p.batch, p.seqlen_q, p.heads_q, p.head_dim, p.q_stride));
+  const ByteRange k = check_tensor(view("k", p.k, p.batch, p.seqlen_k, p.heads_kv, p.head_dim, p.k_stride));
+  const ByteRange v = check_tensor(view("v", p.v, p.batch, p.seqlen_k, p.heads_kv, p.head_dim_v, p.v_stride));
+  const ByteRange o = check_tensor(view("o", p.o, p.batch, p.seqlen_q, p.heads_q, p.head_dim_v, p.o_stride));
+  for (auto [name, range] : {std::pair<const char*, ByteRange>{"q", q}, {"k", k}, {"v", v}})
+    if (overlaps(o, range)) fail("o", std::string("must not overlap input ") + name + " (outputs may not alias inputs)");
+
+  if (p.return_lse) {
+    check_pointer("lse", p.lse, 4);
+    int64_t count = 0;
+    if (__builtin_mul_overflow(p.batch * p.heads_q, p.seqlen_q, &count) || count > (int64_t{1} << 60))
+      fail("lse", "batch * heads_q * seqlen_q overflows");
+    const ByteRange lse{reinterpret_cast<uintptr_t>(p.lse), reinterpret_cast<uintptr_t>(p.lse) + count * 4 - 1};
+    if (lse.last < lse.first) fail("lse", "the buffer's last byte lies beyond the 64-bit address space");
+    for (auto [name, range] : {std::pair<const char*, ByteRange>{"q", q}, {"k", k}, {"v", v}, {"o", o}})
+      if (overlaps(lse, range)) fail("lse", std::string("must not overlap ") + name);
+  }
+  return problem;
+}
+
+CUcontext validate_on_device(CUstream stream) {
+  const DriverApi& d = driver();
+  CUcontext current = nullptr;
+  check_cu(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  if (!current) fail("context", "no CUDA context is current on this thread (make the device's context current first)", ErrorCode::invalid_argument);
+  if (stream) {
+    CUcontext owner = nullptr;
+    if (d.cuStreamGetCtx(stream, &owner) != CUDA_SUCCESS)
+      fail("stream", "is not a valid CUDA stream");
+    if (owner != current)
+      fail("stream", "belongs to another context than the current one (run() launches in the current context)");
+  }
+  return current;
+}
+
+fa4k::AttentionArgs make_kernel_args(const Problem& problem) {
+  const AttentionParams& p = problem.params;
+  fa4k::AttentionArgs a;
+  std::memset(&a, 0, sizeof(a));
+  auto tensor = [](const void* ptr, const Strides& s) {
+    return fa4k::TensorArgs{const_cast<void*>(ptr), s.batch, s.seq, s.head};
+  };
+  a.q = tensor(p.q, p.q_stride);
+  a.k = tensor(p.k, p.k_stride);
+  a.v = tensor(p.v, p.v_stride);
+  a.o = tensor(p.o, p.o_stride);
+  a.lse = p.return_lse ? p.lse : nullptr;
+  a.batch = static_cast<int>(p.batch);
+  a.seqlen_q = static_cast<int>(p.seqlen_q);
+  a.seqlen_k = static_cast<int>(p.seqlen_k);
+  a.heads_q = static_cast<int>(p.heads_q);
+  a.heads_kv = static_cast<int>(p.heads_kv);
+  a.q_heads_per_kv = problem.q_heads_per_kv;
+  a.softmax_scale = p.softmax_scale;
+  a.scale_log2 = p.softmax_scale * 1.4426950408889634f;
+  return a;
+}
+
+}  // namespace fa4::detail

@@ -102,6 +102,7 @@ struct Plan {
   std::vector<BarrierSpec> barriers;
   std::vector<TmaBox> tma;
   bool persistent = false;   // grid = min(SMs, tiles), tiles walked by a static scheduler
+  long long scratch_bytes_per_cta = 0;  // sm100 emulation: global TMEM backing store per CTA
   int soft_exp2_every = 0;   // sm100: one exp2 in this many done on the FMA pipe (0: none)
   int rescale_threshold_log2 = 8;
   std::vector<std::string> risks;  // known risks and the fallback chosen

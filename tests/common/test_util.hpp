@@ -11,6 +11,7 @@
 
 #include "fa4/fa4.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/half.hpp"
 
 namespace fa4::test {
 
@@ -63,13 +64,13 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// IEEE binary16 / bfloat16 conversions (round to nearest even).
-uint16_t float_to_bf16(float f);
-float bf16_to_float(uint16_t h);
-uint16_t float_to_fp16(float f);
-float fp16_to_float(uint16_t h);
-inline uint16_t to_half(DType t, float f) { return t == DType::bf16 ? float_to_bf16(f) : float_to_fp16(f); }
-inline float from_half(DType t, uint16_t h) { return t == DType::bf16 ? bf16_to_float(h) : fp16_to_float(h); }
+// IEEE binary16 / bfloat16 conversions (round to nearest even), shared with the library.
+using detail::bf16_to_float;
+using detail::float_to_bf16;
+using detail::float_to_fp16;
+using detail::fp16_to_float;
+using detail::from_half;
+using detail::to_half;
 
 // `count` random 16-bit values drawn uniformly from [-scale, scale].
 std::vector<uint16_t> random_halves(DType dtype, size_t count, float scale, uint64_t seed);

@@ -1,0 +1,111 @@
+// Options from the environment, backend names, and key stability between prewarm and run.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "fa4/fa4.hpp"
+#include "runtime/planner.hpp"
+
+namespace fa4 {
+namespace {
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+TEST(Options, ReadsEveryVariable) {
+  ScopedEnv a("FA4_CACHE_DIR", "/tmp/fa4-x"), b("FA4_DISK_CACHE", "0"), c("FA4_LOG_LEVEL", "debug"),
+      d("FA4_BACKEND", "sm100_emulated"), e("FA4_NO_JIT", "1"), f("FA4_COMPILE_THREADS", "3"),
+      g("FA4_SELF_CHECK", "off"), h("FA4_DUMP_DIR", "/tmp/dump");
+  const Options o = Options::from_env();
+  EXPECT_EQ(o.cache_dir, "/tmp/fa4-x");
+  EXPECT_FALSE(o.disk_cache);
+  EXPECT_EQ(o.log_level, LogLevel::debug);
+  EXPECT_EQ(o.backend, Backend::sm100_emulated);
+  EXPECT_FALSE(o.allow_jit);
+  EXPECT_EQ(o.max_compile_threads, 3);
+  EXPECT_FALSE(o.self_check);
+  EXPECT_EQ(o.dump_dir, "/tmp/dump");
+}
+
+TEST(Options, RejectsBadValuesNamingTheVariable) {
+  {
+    ScopedEnv a("FA4_BACKEND", "cuda");
+    try {
+      Options::from_env();
+      FAIL();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("backend 'cuda'"), std::string::npos) << e.what();
+    }
+  }
+  {
+    ScopedEnv a("FA4_COMPILE_THREADS", "many");
+    EXPECT_THROW(Options::from_env(), Error);
+  }
+  {
+    ScopedEnv a("FA4_NO_JIT", "maybe");
+    try {
+      Options::from_env();
+      FAIL();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("FA4_NO_JIT"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Selection, PrewarmAndRunMapToTheSameKey) {
+  AttentionParams p;
+  p.q = p.k = p.v = reinterpret_cast<const void*>(0x10000000);
+  p.o = reinterpret_cast<void*>(0x90000000);
+  p.batch = 3;
+  p.seqlen_q = 77;
+  p.seqlen_k = 1000;
+  p.heads_q = 32;
+  p.heads_kv = 8;
+  p.head_dim = 128;
+  p.causal = true;
+  p.k_stride = p.v_stride = {1000 * 8 * 128, 8 * 128, 128};
+  p.q_stride = {77 * 32 * 128, 32 * 128, 128};
+  for (int arch : {80, 90, 100}) {
+    const detail::Problem problem = detail::validate(p);
+    KernelConfig c;
+    c.dtype = DType::bf16;
+    c.head_dim = 128;
+    c.causal = true;
+    c.q_heads_per_kv = 4;
+    EXPECT_EQ(detail::select_key(problem, Backend::automatic, arch), detail::key_for_config(c, arch)) << arch;
+  }
+}
+
+TEST(Selection, AutomaticBackendFollowsTheArch) {
+  EXPECT_EQ(detail::resolve_backend(Backend::automatic, 90), Backend::portable);
+  EXPECT_EQ(detail::resolve_backend(Backend::automatic, 80), Backend::portable);
+  EXPECT_EQ(detail::resolve_backend(Backend::automatic, 120), Backend::portable);
+  EXPECT_EQ(detail::resolve_backend(Backend::automatic, 100), Backend::sm100);
+  EXPECT_EQ(detail::resolve_backend(Backend::portable, 100), Backend::portable);
+}
+
+TEST(Selection, KeyNamesAndTargetsDistinguishBackends) {
+  KernelConfig c;
+  c.backend = Backend::sm100;
+  const KernelKey real = detail::key_for_config(c, 100);
+  c.backend = Backend::sm100_emulated;
+  const KernelKey emulated = detail::key_for_config(c, 90);
+  EXPECT_EQ(real.target(), "sm_100a");
+  EXPECT_EQ(emulated.target(), "sm_90a");
+  EXPECT_FALSE(real == emulated);
+  EXPECT_NE(real.name(), emulated.name());
+}
+
+}  // namespace
+}  // namespace fa4

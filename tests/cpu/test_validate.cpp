@@ -1,0 +1,198 @@
+// Every validation rule: its own error, naming the field and the rule, before anything runs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "runtime/problem.hpp"
+
+namespace fa4::detail {
+namespace {
+
+// Fake, well-aligned, disjoint device addresses: validation never dereferences them.
+AttentionParams valid_params() {
+  AttentionParams p;
+  p.q = reinterpret_cast<const void*>(0x10000000);
+  p.k = reinterpret_cast<const void*>(0x20000000);
+  p.v = reinterpret_cast<const void*>(0x30000000);
+  p.o = reinterpret_cast<void*>(0x40000000);
+  p.batch = 2;
+  p.seqlen_q = 100;
+  p.seqlen_k = 300;
+  p.heads_q = 8;
+  p.heads_kv = 2;
+  p.head_dim = 128;
+  return p;
+}
+
+void expect_error(const AttentionParams& p, ErrorCode code, const std::string& field, const std::string& rule) {
+  try {
+    validate(p);
+    ADD_FAILURE() << "expected an error for " << field;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(field, 0), 0u) << "message must start with the field: " << what;
+    EXPECT_NE(what.find(rule), std::string::npos) << "message must state the rule '" << rule << "': " << what;
+  }
+}
+
+TEST(Validate, AcceptsAValidProblemAndResolvesDefaults) {
+  const Problem problem = validate(valid_params());
+  EXPECT_EQ(problem.q_heads_per_kv, 4);
+  EXPECT_EQ(problem.params.head_dim_v, 128);
+  EXPECT_FLOAT_EQ(problem.params.softmax_scale, 1.0f / std::sqrt(128.0f));
+  EXPECT_EQ(problem.params.q_stride.seq, 8 * 128);
+  EXPECT_EQ(problem.params.q_stride.batch, 100 * 8 * 128);
+  EXPECT_EQ(problem.params.k_stride.head, 128);
+  EXPECT_EQ(problem.params.k_stride.batch, 300 * 2 * 128);
+}
+
+TEST(Validate, NullPointers) {
+  for (const char* field : {"q", "k", "v", "o"}) {
+    AttentionParams p = valid_params();
+    if (*field == 'q') p.q = nullptr;
+    if (*field == 'k') p.k = nullptr;
+    if (*field == 'v') p.v = nullptr;
+    if (*field == 'o') p.o = nullptr;
+    expect_error(p, ErrorCode::invalid_argument, field, "must not be null");
+  }
+}
+
+TEST(Validate, MisalignedPointer) {
+  AttentionParams p = valid_params();
+  p.k = reinterpret_cast<const void*>(0x20000008);
+  expect_error(p, ErrorCode::invalid_argument, "k", "16-byte aligned");
+}
+
+TEST(Validate, UnsupportedHeadDim) {
+  AttentionParams p = valid_params();
+  p.head_dim = 80;
+  expect_error(p, ErrorCode::unsupported, "head_dim", "must be one of 32, 64, 96, 128, 192, 256");
+}
+
+TEST(Validate, UnsupportedHeadDimV) {
+  AttentionParams p = valid_params();
+  p.head_dim_v = 64;
+  expect_error(p, ErrorCode::unsupported, "head_dim_v", "must equal head_dim, or be 128 with head_dim 192");
+  p.head_dim = 192;
+  p.head_dim_v = 128;
+  EXPECT_NO_THROW(validate(p));
+}
+
+TEST(Validate, UnsupportedDtype) {
+  AttentionParams p = valid_params();
+  p.dtype = static_cast<DType>(7);
+  expect_error(p, ErrorCode::invalid_argument, "dtype", "must be bf16 or fp16");
+}
+
+TEST(Validate, NonPositiveSizes) {
+  struct Case {
+    const char* field;
+    int64_t AttentionParams::*member;
+  } cases[] = {{"batch", &AttentionParams::batch},     {"seqlen_q", &AttentionParams::seqlen_q},
+               {"seqlen_k", &AttentionParams::seqlen_k}, {"heads_q", &AttentionParams::heads_q},
+               {"heads_kv", &AttentionParams::heads_kv}, {"head_dim", &AttentionParams::head_dim}};
+  for (const Case& c : cases)
+    for (int64_t bad : {0, -3}) {
+      AttentionParams p = valid_params();
+      p.*c.member = bad;
+      expect_error(p, ErrorCode::invalid_argument, c.field, "must be > 0");
+    }
+}
+
+TEST(Validate, SeqlenBeyond32Bits) {
+  AttentionParams p = valid_params();
+  p.seqlen_k = int64_t{1} << 31;
+  expect_error(p, ErrorCode::invalid_argument, "seqlen_k", "must be below 2^31");
+}
+
+TEST(Validate, HeadsNotAMultipleOfKvHeads) {
+  AttentionParams p = valid_params();
+  p.heads_kv = 3;
+  expect_error(p, ErrorCode::invalid_argument, "heads_q", "must be a multiple of heads_kv");
+}
+
+TEST(Validate, NegativeStride) {
+  AttentionParams p = valid_params();
+  p.v_stride = {-300 * 2 * 128, 2 * 128, 128};
+  expect_error(p, ErrorCode::invalid_argument, "v_stride.batch", "must be >= 0");
+}
+
+TEST(Validate, OverlappingStrides) {
+  AttentionParams p = valid_params();
+  p.q_stride = {100 * 8 * 128, 4 * 128, 128};  // seq stride covers only 4 of the 8 heads
+  expect_error(p, ErrorCode::invalid_argument, "q_stride.seq", "overlaps");
+  p = valid_params();
+  p.k_stride = {300 * 2 * 128, 2 * 128, 64};  // heads overlap within a row of 128
+  expect_error(p, ErrorCode::invalid_argument, "k_stride.head", "overlaps");
+}
+
+TEST(Validate, HeadMajorAndPaddedLayoutsAreAccepted) {
+  AttentionParams p = valid_params();
+  p.q_stride = {8 * 100 * 128, 128, 100 * 128};  // [b, h, s, d] in memory
+  p.k_stride = {2 * 300 * 136, 136, 300 * 136};  // padded rows
+  EXPECT_NO_THROW(validate(p));
+}
+
+TEST(Validate, StrideNotAMultipleOf8Elements) {
+  AttentionParams p = valid_params();
+  p.o_stride = {100 * 8 * 132 + 4, 8 * 132 + 4, 132};
+  expect_error(p, ErrorCode::invalid_argument, "o_stride.batch", "multiple of 8 elements");
+}
+
+TEST(Validate, OffsetsOverflow) {
+  AttentionParams p = valid_params();
+  p.k_stride = {int64_t{1} << 38, 2 * 128, 128};
+  p.batch = int64_t{1} << 30;
+  expect_error(p, ErrorCode::invalid_argument, "k_stride.batch", "offsets overflow 64 bits");
+}
+
+TEST(Validate, OutputAliasingAnInput) {
+  AttentionParams p = valid_params();
+  p.o = const_cast<void*>(p.v);
+  expect_error(p, ErrorCode::invalid_argument, "o", "must not overlap input v");
+  p = valid_params();
+  p.o = static_cast<char*>(const_cast<void*>(p.q)) + 1024;  // partial overlap
+  expect_error(p, ErrorCode::invalid_argument, "o", "must not overlap input q");
+}
+
+TEST(Validate, LseRequestedWithoutPointer) {
+  AttentionParams p = valid_params();
+  p.return_lse = true;
+  expect_error(p, ErrorCode::invalid_argument, "lse", "must not be null when return_lse is set");
+}
+
+TEST(Validate, LsePointerWithoutRequest) {
+  AttentionParams p = valid_params();
+  p.lse = reinterpret_cast<float*>(0x50000000);
+  expect_error(p, ErrorCode::invalid_argument, "lse", "return_lse is false");
+}
+
+TEST(Validate, LseOverlappingOutput) {
+  AttentionParams p = valid_params();
+  p.return_lse = true;
+  p.lse = reinterpret_cast<float*>(0x40000000 + 64);
+  expect_error(p, ErrorCode::invalid_argument, "lse", "must not overlap o");
+}
+
+TEST(Validate, BadSoftmaxScale) {
+  for (float scale : {-1.0f, std::nanf(""), INFINITY}) {
+    AttentionParams p = valid_params();
+    p.softmax_scale = scale;
+    expect_error(p, ErrorCode::invalid_argument, "softmax_scale", "finite and >= 0");
+  }
+}
+
+TEST(Validate, KernelArgumentsCarryTheResolvedProblem) {
+  AttentionParams p = valid_params();
+  p.softmax_scale = 0.5f;
+  const fa4k::AttentionArgs a = make_kernel_args(validate(p));
+  EXPECT_EQ(a.q.ptr, p.q);
+  EXPECT_EQ(a.k.seq_stride, 2 * 128);
+  EXPECT_EQ(a.q_heads_per_kv, 4);
+  EXPECT_FLOAT_EQ(a.scale_log2, 0.5f * 1.4426950408889634f);
+  EXPECT_EQ(a.lse, nullptr);
+}
+
+}  // namespace
+}  // namespace fa4::detail
