@@ -103,7 +103,8 @@ int fa4_prewarm(fa4_attention* handle, const fa4_config* configs, int32_t count,
     }
     const fa4::PrewarmReport report = handle->attention.prewarm(list);
     if (failures) *failures = static_cast<int32_t>(report.failures.size());
-    if (!report.failures.empty()) last_error = report.failures.front().config.name() + ": " + report.failures.front().message;
+    if (!report.failures.empty())
+      throw fa4::Error(report.failures.front().code, report.failures.front().config.name() + ": " + report.failures.front().message);
   });
 }
 

@@ -1,19 +1,214 @@
-// TEMPORARY: the sm100 planner arrives with the FA4 kernel (issue 4).
+// The FA4 forward kernel's Plan for sm_100a (and its sm_90a emulation): every tile, stage, buffer, TMEM
+// column, warp role, register budget, barrier and TMA box the kernel uses. Facts: docs/fa4-algorithm.md.
+#include <algorithm>
+
+#include "fa4/error.hpp"
+#include "kernel_src/sm100/descriptors.h"
 #include "runtime/planner.hpp"
+#include "runtime/tma.hpp"
 
 namespace fa4::detail {
+namespace {
 
-int sm100_gqa_pack(int) { return 1; }
+constexpr int kTile = 128;              // M and N of both MMAs
+constexpr int kQTiles = 2;              // two Q tiles per CTA: the two softmax warpgroups ping-pong
+constexpr int kSmemBudget = 232448;     // sm_100 (and sm_90) opt-in shared memory per block
+constexpr int kTmemColumns = 512;
 
-bool sm100_supports(const KernelKey&, std::string* why) {
-  if (why) *why = "the sm100 kernel is not built yet";
-  return false;
+int round_up(int x, int to) { return (x + to - 1) / to * to; }
+
+// Register budgets per thread (softmax, correction, other); 2*128*s + 128*c + 128*o = 65536. Softmax holds
+// a whole 128-column S row; correction's LSE + O staging needs 80 (64, FA4's d=64 split, spills here).
+struct Registers {
+  int softmax, correction, other;
+};
+Registers registers_for(const KernelKey& key) {
+  if (key.head_dim == 192 || (key.causal && key.head_dim == 128)) return {192, 72, 56};
+  return {192, 80, 48};
 }
 
-Plan make_sm100_plan(const KernelKey& key) { check_supported(key); return {}; }
+}  // namespace
 
-int sm100_tma_descriptors(const Plan&, const Problem&, CUtensorMap*) { return 0; }
+// Q heads per kv head that one tile packs: all of them when they divide the 128-row tile.
+int sm100_gqa_pack(int q_heads_per_kv) {
+  return q_heads_per_kv > 1 && kTile % q_heads_per_kv == 0 ? q_heads_per_kv : 1;
+}
 
-LaunchShape sm100_launch_shape(const Plan&, const Problem&, int) { return {}; }
+bool sm100_supports(const KernelKey& key, std::string* why) {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (key.backend != Backend::sm100 && key.backend != Backend::sm100_emulated) return no("not an sm100 key");
+  const bool dims_ok = (key.head_dim == key.head_dim_v && (key.head_dim == 64 || key.head_dim == 96 || key.head_dim == 128)) ||
+                       (key.head_dim == 192 && key.head_dim_v == 128);
+  if (!dims_ok)
+    return no("head dims (" + std::to_string(key.head_dim) + ", " + std::to_string(key.head_dim_v) +
+              ") are not (64,64), (96,96), (128,128) or (192,128); the portable kernel serves them");
+  if (key.gqa_pack < 1 || kTile % key.gqa_pack) return no("gqa_pack must divide 128");
+  return true;
+}
+
+Plan make_sm100_plan(const KernelKey& key) {
+  check_supported(key);
+  Plan p;
+  p.key = key;
+  p.kernel_name = "fa4_sm100_fwd";
+  p.source = "sm100/fa4_fwd.cuh";
+  p.threads = 512;
+  p.tile_m = kTile;
+  p.tile_n = kTile;
+  p.q_tiles = kQTiles;
+  p.persistent = !key.causal;
+  p.soft_exp2_every = key.head_dim <= 128 ? 8 : 0;  // share of exp2 on the FMA pipe (FA4: 1 in 8 for d <= 128)
+  p.rescale_threshold_log2 = 8;
+
+  // Shared memory: 128B swizzle when every row is a whole number of 128-B spans, else 64B (d = 96).
+  const int d = key.head_dim, dv = key.head_dim_v;
+  const int swizzle = (d % 64 == 0 && dv % 64 == 0) ? 128 : 64;
+  const int box_cols = swizzle / 2;
+  const int q_bytes = kQTiles * kTile * d * 2;
+  const int o_bytes = kQTiles * kTile * dv * 2;
+  const int slot_bytes = kTile * std::max(d, dv) * 2;  // K and V alternate in one ring of equal slots
+  const int stats_bytes = kQTiles * kTile * 2 * 4;  // mailbox: per tile and row, two floats
+  auto tail_bytes = [&](int stages) {                // barriers, mailbox, TMEM address
+    const int barriers = 9 * kQTiles + 2 * stages;
+    return round_up(8 * barriers, 16) + stats_bytes + 16;
+  };
+  // Largest ring that fits; O gets its own buffers unless that leaves fewer than two slots.
+  auto fits = [&](int stages, bool alias) {
+    const int ring_end = round_up(q_bytes, 1024) + stages * slot_bytes;
+    const int o_end = alias ? ring_end : round_up(ring_end, 1024) + o_bytes;
+    return o_end + tail_bytes(stages) <= kSmemBudget;
+  };
+  bool o_aliases_q = false;
+  int stages = 16;
+  while (stages >= 2 && !fits(stages, false)) --stages;
+  if (stages < 2) {  // stage O through the Q buffers (free once the tile's last S MMA has completed)
+    o_aliases_q = true;
+    stages = 16;
+    while (stages >= 2 && !fits(stages, true)) --stages;
+  }
+  if (stages < 2)
+    throw Error(ErrorCode::internal, key.name() + ": fewer than two K/V stages fit in shared memory");
+  p.kv_stages = stages;
+
+  int offset = 0;
+  auto add = [&](const std::string& name, int bytes, const std::string& contents, int align = 1024) {
+    offset = round_up(offset, align);
+    p.smem.push_back({name, offset, bytes, contents});
+    offset += bytes;
+  };
+  add("Q", q_bytes, "2 Q tiles of 128 rows x d, TMA boxes of " + std::to_string(box_cols) + " columns, " + std::to_string(swizzle) + "B swizzle");
+  add("KV", stages * slot_bytes, std::to_string(stages) + " ring slots of " + std::to_string(slot_bytes) + " B; K and V blocks alternate");
+  if (o_aliases_q)
+    p.smem.push_back({"O", p.smem[0].offset, o_bytes, "2 O tiles for the TMA store, over the Q buffers (Q is released only after the store)"});
+  else
+    add("O", o_bytes, "2 O tiles of 128 rows x dv for the TMA store, same box layout as Q");
+  add("Bars", 8 * (9 * kQTiles + 2 * stages), "mbarriers (see the barrier list)", 16);
+  add("Stats", stats_bytes, "mailbox: per tile and row, [acc_scale or row_sum, row_max]", 16);
+  add("TmemAddr", 16, "TMEM base address written by tcgen05.alloc", 16);
+  p.smem_bytes = round_up(offset, 16);
+
+  // TMEM: S0, S1 (fp32, 128 columns each), O0, O1 (dv columns each); P_s over the upper half of S_s.
+  p.tmem_columns = kTmemColumns;
+  p.tmem = {
+      {"S0", 0, kTile, "rewritten by the next QK MMA of tile 0, issued only after PV has consumed P0 (same MMA thread, in order)"},
+      {"S1", kTile, kTile, "as S0, for tile 1"},
+      {"P0", kTile / 2, kTile / 2, "bf16 pairs over S0's upper half; written by softmax 0 after it has read all of S0 into registers"},
+      {"P1", kTile + kTile / 2, kTile / 2, "as P0, for tile 1"},
+      {"O0", 2 * kTile, dv, "accumulated by PV; rescaled by correction only between PV(j-1) completing and PV(j) issuing (PvReady)"},
+      {"O1", 2 * kTile + dv, dv, "as O0, for tile 1"},
+  };
+
+  const Registers r = registers_for(key);
+  p.roles = {
+      {"Softmax0", 0, 4, r.softmax, "S0 from TMEM, mask, row max, lazy rescale, exp2, P0 to TMEM, row sum"},
+      {"Softmax1", 4, 4, r.softmax, "the same for Q tile 1 (ping-pong with Softmax0)"},
+      {"Correction", 8, 4, r.correction, "rescale O0/O1 when the max moved, final 1/row_sum, LSE, O to swizzled smem"},
+      {"Mma", 12, 1, r.other, "allocates TMEM; issues QK (SS) and PV (TS) MMAs and their commits"},
+      {"Epilogue", 13, 1, r.other, "TMA store of O tiles"},
+      {"Load", 14, 1, r.other, "TMA loads of Q tiles and the K/V ring"},
+      {"Spare", 15, 1, r.other, "idle (keeps the fourth warpgroup whole for setmaxnreg)"},
+  };
+
+  const int q_tx = kTile * d * 2;
+  p.barriers = {
+      {"QFull", kQTiles, 1, true, "Load", "Mma", "Q tile landed (" + std::to_string(q_tx) + " B)"},
+      {"QEmpty", kQTiles, 1, false, o_aliases_q ? "Epilogue" : "Mma", "Load",
+       o_aliases_q ? "O store has read the Q buffer" : "commit after the tile's last QK MMA"},
+      {"KvFull", stages, 1, true, "Load", "Mma", "K or V block landed"},
+      {"KvEmpty", stages, 1, false, "Mma", "Load", "commit after the MMAs reading the slot"},
+      {"SFull", kQTiles, 1, false, "Mma", "Softmax", "commit after S = Q K^T (also: the previous PV is complete)"},
+      {"PvReady", kQTiles, 8, false, "Softmax+Correction", "Mma", "P stored (4 softmax warps) and O rescaled (4 correction warps)"},
+      {"StatsFull", kQTiles, kTile, false, "Softmax", "Correction", "acc_scale (per block) or row_sum/row_max (final) in the mailbox"},
+      {"StatsEmpty", kQTiles, kTile, false, "Correction", "Softmax", "mailbox read"},
+      {"OFull", kQTiles, 1, false, "Mma", "Correction", "commit after the tile's last PV"},
+      {"OStaged", kQTiles, kTile, false, "Correction", "Epilogue", "normalised O in swizzled smem (after fence.proxy.async)"},
+      {"OFree", kQTiles, 1, false, "Epilogue", "Correction", "TMA store has read the O buffer"},
+  };
+
+  p.tma = {
+      {"Q", box_cols, kTile / key.gqa_pack, swizzle},
+      {"K", box_cols, kTile, swizzle},
+      {"V", box_cols, kTile, swizzle},
+      {"O", box_cols, kTile / key.gqa_pack, swizzle},
+  };
+  if (key.backend == Backend::sm100_emulated) p.scratch_bytes_per_cta = static_cast<long long>(sm100::kEmuTmemSlotBytes);
+
+  p.risks = {
+      "TS-form P packing (element 2c in bits 15:0) and the accumulator lane map follow the PTX ISA reading in "
+      "sm100-ptx.md; the emulator encodes the same reading, so only a real sm_100 run can refute it: the first-use "
+      "self-check against the portable kernel catches a mismatch and falls back.",
+      "setmaxnreg is skipped in emulated (sm_90a) builds: the emulated MMA issue runs in the 48-register MMA warp.",
+      "Fallback: head_dim 32 and 256 and head-dim pairs other than (64,64), (96,96), (128,128), (192,128) use the "
+      "portable kernel.",
+  };
+  if (o_aliases_q) p.risks.push_back("O is staged over Q: the next tile's Q load waits for the previous O store.");
+  return p;
+}
+
+LaunchShape sm100_launch_shape(const Plan& plan, const Problem& problem, int sm_count) {
+  fa4k::AttentionArgs args{};
+  fill_schedule(plan, problem, sm_count, args);
+  LaunchShape s;
+  const int tiles = args.total_tiles;
+  s.grid[0] = static_cast<unsigned>(plan.persistent ? std::min(tiles, std::max(1, sm_count)) : tiles);
+  s.block[0] = static_cast<unsigned>(plan.threads);
+  s.smem_bytes = static_cast<unsigned>(plan.smem_bytes);
+  return s;
+}
+
+int sm100_tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out) {
+  const AttentionParams& p = problem.params;
+  const int pack = plan.key.gqa_pack;
+  auto box = [&](const std::string& name) {
+    for (const TmaBox& b : plan.tma)
+      if (b.tensor == name) return TmaBoxSpec{b.box_cols, b.box_rows, b.swizzle_bytes, name == "Q" || name == "O" ? pack : 1};
+    throw Error(ErrorCode::internal, "plan has no TMA box for " + name);
+  };
+  auto tensor = [&](const char* name, const void* ptr, int64_t seq, int64_t heads, int64_t dim, const Strides& st,
+                    int64_t group) {
+    TmaTensor t;
+    t.ptr = ptr;
+    t.batch = p.batch;
+    t.seq = seq;
+    t.heads = heads;
+    t.dim = dim;
+    t.batch_stride = st.batch;
+    t.seq_stride = st.seq;
+    t.head_stride = st.head;
+    t.heads_per_group = group;
+    t.dtype = p.dtype;
+    t.name = name;
+    return t;
+  };
+  // Q and O as 5-D maps {dim, head in pack, head group, seq, batch}: one box = 128/pack tokens x pack heads.
+  out[0] = make_tma_descriptor(tensor("q", p.q, p.seqlen_q, p.heads_q, p.head_dim, p.q_stride, pack), box("Q"));
+  out[1] = make_tma_descriptor(tensor("k", p.k, p.seqlen_k, p.heads_kv, p.head_dim, p.k_stride, 0), box("K"));
+  out[2] = make_tma_descriptor(tensor("v", p.v, p.seqlen_k, p.heads_kv, p.head_dim_v, p.v_stride, 0), box("V"));
+  out[3] = make_tma_descriptor(tensor("o", p.o, p.seqlen_q, p.heads_q, p.head_dim_v, p.o_stride, pack), box("O"));
+  return 4;
+}
 
 }  // namespace fa4::detail

@@ -1,5 +1,7 @@
 #include "runtime/tma.hpp"
 
+#include <algorithm>
+
 #include "fa4/error.hpp"
 #include "runtime/driver.hpp"
 
@@ -47,25 +49,47 @@ void check_tma_rules(const TmaTensor& t, const TmaBoxSpec& box) {
     fail(t, "box_cols", "* 2 bytes (" + std::to_string(inner_bytes) + ") must not exceed the " +
                             std::to_string(box.swizzle_bytes) + "-byte swizzle span");
   if (box.box_cols > t.dim) fail(t, "box_cols", "must not exceed the head dim " + std::to_string(t.dim));
+  if (t.heads_per_group) {
+    if (t.heads_per_group < 1 || t.heads % t.heads_per_group)
+      fail(t, "heads_per_group", "must divide heads (" + std::to_string(t.heads) + "), got " + std::to_string(t.heads_per_group));
+    if (box.box_heads < 1 || box.box_heads > t.heads_per_group || box.box_heads > 256)
+      fail(t, "box_heads", "must be in [1, heads_per_group], got " + std::to_string(box.box_heads));
+  } else if (box.box_heads != 1) {
+    fail(t, "box_heads", "must be 1 for a 4-D map, got " + std::to_string(box.box_heads));
+  }
 }
 
 CUtensorMap make_tma_descriptor(const TmaTensor& t, const TmaBoxSpec& box) {
   check_tma_rules(t, box);
   const int64_t row_bytes = (t.dim * kElementBytes + 15) / 16 * 16;
-  cuuint64_t dims[4] = {static_cast<cuuint64_t>(t.dim), static_cast<cuuint64_t>(t.heads),
-                        static_cast<cuuint64_t>(t.seq), static_cast<cuuint64_t>(t.batch)};
-  cuuint64_t strides[3] = {static_cast<cuuint64_t>(stride_bytes(t.heads, t.head_stride, row_bytes)),
-                           static_cast<cuuint64_t>(stride_bytes(t.seq, t.seq_stride, row_bytes)),
-                           static_cast<cuuint64_t>(stride_bytes(t.batch, t.batch_stride, row_bytes))};
-  cuuint32_t box_dims[4] = {static_cast<cuuint32_t>(box.box_cols), 1, static_cast<cuuint32_t>(box.box_rows), 1};
-  cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  const cuuint64_t head_stride = stride_bytes(t.heads, t.head_stride, row_bytes);
+  const cuuint64_t seq_stride = stride_bytes(t.seq, t.seq_stride, row_bytes);
+  const cuuint64_t batch_stride = stride_bytes(t.batch, t.batch_stride, row_bytes);
+  const auto u64 = [](int64_t v) { return static_cast<cuuint64_t>(v); };
+  const auto u32 = [](int v) { return static_cast<cuuint32_t>(v); };
+  cuuint32_t rank = 4;
+  cuuint64_t dims[5] = {u64(t.dim), u64(t.heads), u64(t.seq), u64(t.batch), 1};
+  cuuint64_t strides[4] = {head_stride, seq_stride, batch_stride, 0};
+  cuuint32_t box_dims[5] = {u32(box.box_cols), 1, u32(box.box_rows), 1, 1};
+  if (t.heads_per_group) {
+    const int64_t g = t.heads_per_group;
+    const cuuint64_t group_stride = g == t.heads ? head_stride * g : u64(t.head_stride * g * kElementBytes);
+    rank = 5;
+    const cuuint64_t d5[5] = {u64(t.dim), u64(g), u64(t.heads / g), u64(t.seq), u64(t.batch)};
+    const cuuint64_t s5[4] = {g == 1 ? row_bytes : head_stride, group_stride, seq_stride, batch_stride};
+    const cuuint32_t b5[5] = {u32(box.box_cols), u32(box.box_heads), 1, u32(box.box_rows), 1};
+    std::copy(d5, d5 + 5, dims);
+    std::copy(s5, s5 + 4, strides);
+    std::copy(b5, b5 + 5, box_dims);
+  }
+  cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
   CUtensorMapSwizzle swizzle = box.swizzle_bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
                                : box.swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
                                : box.swizzle_bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
                                                          : CU_TENSOR_MAP_SWIZZLE_NONE;
   CUtensorMap map;
   check_cu(driver().cuTensorMapEncodeTiled(
-               &map, t.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+               &map, t.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank,
                const_cast<void*>(t.ptr), dims, strides, box_dims, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
            ("cuTensorMapEncodeTiled for " + t.name).c_str());

@@ -10,20 +10,26 @@
 
 namespace fa4::detail {
 
-// A 4-D tensor [batch, seq, head, dim] of 16-bit elements with element strides; dim is contiguous.
+// A tensor [batch, seq, head, dim] of 16-bit elements with element strides; dim is contiguous.
+// heads_per_group = 0: a 4-D map, coordinates {dim, head, seq, batch}.
+// heads_per_group = g >= 1: heads split into (heads / g groups, g heads), a 5-D map with coordinates
+// {dim, head in group, group, seq, batch}; a box then holds rows (seq, head in group), seq-major, which is
+// how GQA packing puts the q heads of one kv head into one tile.
 struct TmaTensor {
   const void* ptr = nullptr;
   int64_t batch = 0, seq = 0, heads = 0, dim = 0;
   int64_t batch_stride = 0, seq_stride = 0, head_stride = 0;  // elements
+  int64_t heads_per_group = 0;
   DType dtype = DType::bf16;
   std::string name;  // "q", "k", ... for error messages
 };
 
-// A box of box_rows sequence rows x box_cols dim elements of one (batch, head), swizzled.
+// A box of box_rows sequence rows x box_heads heads x box_cols dim elements, swizzled.
 struct TmaBoxSpec {
   int box_cols = 64;
   int box_rows = 128;
   int swizzle_bytes = 128;  // 0 (none), 32, 64, 128
+  int box_heads = 1;        // 5-D maps only: heads of the group per box
 };
 
 // Checks every rule of cuTensorMapEncodeTiled (global address 16-B aligned, byte strides multiples of 16
@@ -31,8 +37,8 @@ struct TmaBoxSpec {
 // swizzle span) and throws Error(invalid_argument) naming the tensor, the field and the rule.
 void check_tma_rules(const TmaTensor& tensor, const TmaBoxSpec& box);
 
-// Builds the descriptor (after check_tma_rules). Coordinates are {dim, head, seq, batch}; out-of-bounds
-// reads are zero-filled; stores clip at the tensor edge. Needs the driver.
+// Builds the descriptor (after check_tma_rules). Out-of-bounds reads are zero-filled; stores clip at the
+// tensor edge. Needs the driver.
 CUtensorMap make_tma_descriptor(const TmaTensor& tensor, const TmaBoxSpec& box);
 
 }  // namespace fa4::detail

@@ -56,7 +56,8 @@ int fa4_create(fa4_attention** out);
 void fa4_destroy(fa4_attention* handle);
 /* stream: a CUstream (or cudaStream_t) of the current context. */
 int fa4_run(fa4_attention* handle, const fa4_params* params, void* stream);
-/* Compiles `count` configurations; *failures (may be NULL) receives the number that failed. */
+/* Compiles `count` configurations; *failures (may be NULL) receives the number that failed. When any
+ * failed, returns the first failure's code and fa4_last_error() names that configuration. */
 int fa4_prewarm(fa4_attention* handle, const fa4_config* configs, int32_t count, int32_t* failures);
 /* The message of this thread's last failed call ("" if none). Valid until the next call on this thread. */
 const char* fa4_last_error(void);

@@ -1,0 +1,569 @@
+// FlashAttention-4-style forward for Blackwell (sm_100a), and, with the same source, for sm_90a where the
+// tcgen05 wrappers emulate the PTX semantics. Every number comes from the generated fa4cfg:: preamble (the
+// Plan); docs/fa4-algorithm.md explains the algorithm, runtime/plan_sm100.cpp the numbers.
+//
+// One CTA = 2 Q tiles of 128 rows (packed rows: token * gqa_pack + head in pack) against all needed K/V
+// blocks of 128 rows. 16 warps:
+//   0-3 Softmax0, 4-7 Softmax1: thread t owns row t of its tile (TMEM lane t)
+//   8-11 Correction: row t of both tiles' O accumulators
+//   12 Mma (owns TMEM), 13 Epilogue (TMA store), 14 Load (TMA loads), 15 spare
+// Per KV block j and tile s:  S_s = Q_s K_j^T -> softmax_s -> P_s (over S_s) ; O_s = O_s * acc + P_s V_j.
+#include "common/params.h"
+#include "sm100/ptx.cuh"
+#include "sm100/tcgen05.cuh"
+
+namespace fa4::sm100::fwd {
+
+using namespace fa4cfg;
+
+// ---- Plan facts, renamed for the code below ------------------------------------------------------
+constexpr int kD = kHeadDim;
+constexpr int kDv = kHeadDimV;
+constexpr int kM = kTileM;                 // rows per Q tile (= MMA M)
+constexpr int kN = kTileN;                 // rows per K/V block (= QK MMA N, PV MMA K)
+constexpr int kPack = kGqaPack;            // q heads per kv head packed into a tile
+constexpr Swizzle kSwizzle = swizzle_from_bytes(kTmaQSwizzle);
+constexpr int kBoxCols = kTmaQBoxCols;     // elements per TMA box row
+constexpr int kSlotBytes = kSmemKVBytes / kKvStages;
+constexpr bool kOAliasesQ = kSmemOOffset == kSmemQOffset;
+constexpr float kLn2 = 0.6931471805599453f;
+#define FA4_NEG_INF __int_as_float(0xff800000u)
+static_assert(kQTiles == 2 && kM == 128 && kN == 128, "the warp-role layout assumes 2 Q tiles of 128 x 128");
+static_assert(kD % kBoxCols == 0 && kDv % kBoxCols == 0, "head dims are whole TMA boxes");
+static_assert(kTmemO1Col + kDv <= fa4cfg::kTmemColumns, "TMEM map exceeds the allocation");
+
+enum class Fault { none, skip_rescale, early_normalize, tmem_reuse_race, wrong_gqa_map };
+constexpr Fault kFault = static_cast<Fault>(kDebugFault);
+
+// ---- small helpers ---------------------------------------------------------------------------------
+__device__ __forceinline__ u32 globaltimer_ns_low() {
+  u32 t;
+  asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t));
+  return t;
+}
+
+// Waits for a barrier phase. Emulated builds have a watchdog: a deadlock prints which barrier and traps
+// (emulated MMAs are slow, so the limit is generous), instead of hanging the test.
+__device__ __forceinline__ void wait(u64* bar, u32 parity, const char* what) {
+  if constexpr (kEmulated) {
+    u32 start = globaltimer_ns_low(), waited_s = 0;
+    while (!mbarrier_try_wait_parity(bar, parity)) {
+      const u32 now = globaltimer_ns_low();
+      if (now - start > 1000000000u) {
+        start = now;
+        if (++waited_s == 30) {
+          printf("fa4 sm100 emulation: deadlock? block %d warp %d lane %d waited 30 s on %s (parity %u)\n", blockIdx.x,
+                 threadIdx.x / 32, threadIdx.x % 32, what, parity);
+          __trap();
+        }
+      }
+    }
+  } else {
+    mbarrier_wait_parity(bar, parity);
+  }
+  __syncwarp();  // every caller is a whole warp; reconverge before warp-collective instructions
+}
+
+__device__ __forceinline__ float exp2_mufu(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// exp2 on the FMA pipe: 2^x = 2^floor(x) * 2^f, f in [0, 1), with a cubic for 2^f (max rel. error ~1e-4,
+// far below bf16 rounding). Adding 1.5 * 2^23 rounded down puts floor(x) in the low mantissa bits; shifting
+// those bits by 23 lands them in the exponent field of 2^f's encoding. Like ex2.approx.ftz, results below
+// 2^-126 (and masked -inf inputs) are exactly 0.
+__device__ __forceinline__ float exp2_fma(float x) {
+  const float clamped = fmaxf(x, -127.f);
+  const float shifted = __fadd_rd(clamped, 12582912.f);  // 1.5 * 2^23
+  const float f = clamped - (shifted - 12582912.f);
+  const float p = fmaf(f, fmaf(f, fmaf(f, 0.0771190891f, 0.2275643945f), 0.6951461434f), 1.0f);
+  const float r = __uint_as_float((__float_as_uint(shifted) << 23) + __float_as_uint(p));
+  return x < -126.f ? 0.f : r;
+}
+
+__device__ __forceinline__ u32 pack_half2(float lo, float hi) {
+  u32 r;
+  if constexpr (kBf16)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// 5-D TMA for Q and O: coordinates {dim, head in pack, head group, token, batch}.
+__device__ __forceinline__ void tma_load_5d(void* dst, const TmaDescriptor* map, u64* bar, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];" ::"r"(smem_u32(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar))
+      : "memory");
+}
+
+__device__ __forceinline__ void tma_store_5d(const TmaDescriptor* map, const void* src, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4, %5}], [%6];" ::"l"(map),
+               "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(src))
+               : "memory");
+}
+
+// ---- shared memory ---------------------------------------------------------------------------------
+struct Barriers {
+  u64 q_full[2], q_empty[2];
+  u64 kv_full[kKvStages], kv_empty[kKvStages];
+  u64 s_full[2], pv_ready[2];
+  u64 stats_full[2], stats_empty[2];
+  u64 o_full[2], o_staged[2], o_free[2];
+};
+static_assert(sizeof(Barriers) <= kSmemBarsBytes, "barrier block larger than the Plan's Bars buffer");
+
+struct Smem {
+  char* base;  // 1024-B aligned (checked at kernel start)
+  __device__ char* q(int s) const { return base + kSmemQOffset + s * kM * kD * 2; }
+  __device__ char* o(int s) const { return base + kSmemOOffset + s * kM * kDv * 2; }
+  __device__ char* slot(int i) const { return base + kSmemKVOffset + i * kSlotBytes; }
+  __device__ Barriers& bars() const { return *reinterpret_cast<Barriers*>(base + kSmemBarsOffset); }
+  // Mailbox, per tile and row: [0] acc_scale of the block (or the final row_sum), [1] the final row max.
+  __device__ float* stats(int s, int which) const {
+    return reinterpret_cast<float*>(base + kSmemStatsOffset) + (s * 2 + which) * kM;
+  }
+  __device__ u32* tmem_base() const { return reinterpret_cast<u32*>(base + kSmemTmemAddrOffset); }
+};
+
+// A ring position: slot index and the phase parity of its barriers.
+struct Ring {
+  int index = 0;
+  u32 phase = 0;
+  __device__ void advance() {
+    if (++index == kKvStages) index = 0, phase ^= 1;
+  }
+};
+
+// ---- work decomposition ----------------------------------------------------------------------------
+// Tile -> (m block, head group, batch). Causal grids run the longest m blocks first.
+struct Work {
+  int m_block, group, batch;
+  int n_blocks;       // K/V blocks to visit, from the highest (masked first) down
+  int n_first;        // index of the highest block
+  int n_masked;       // the first n_masked visited blocks need the mask
+};
+
+__device__ __forceinline__ Work decompose(const fa4k::AttentionArgs& a, int tile) {
+  Work w;
+  const int groups = a.heads_q / kPack;
+  w.m_block = tile % a.num_m_blocks;
+  if constexpr (kCausal) w.m_block = a.num_m_blocks - 1 - w.m_block;
+  w.group = (tile / a.num_m_blocks) % groups;
+  w.batch = tile / (a.num_m_blocks * groups);
+  const int total_n = (a.seqlen_k + kN - 1) / kN;
+  const int first_token = w.m_block * 2 * kM / kPack;
+  const int last_token = min(((w.m_block + 1) * 2 * kM - 1) / kPack, a.seqlen_q - 1);
+  const int shift = a.seqlen_k - a.seqlen_q;  // bottom-right alignment: token r sees keys c <= r + shift
+  int n_end = total_n;
+  if constexpr (kCausal) n_end = min(total_n, max(0, (last_token + shift) / kN + 1));
+  // A CTA whose rows see no key still visits one (fully masked) block, so O = 0 and LSE = -inf come out of
+  // the normal path.
+  w.n_blocks = max(n_end, 1);
+  w.n_first = w.n_blocks - 1;
+  // Blocks at or above this index contain a masked element for some row of the CTA.
+  int first_masked = a.seqlen_k / kN;  // the seqlen_k tail block, if partial
+  if constexpr (kCausal) first_masked = min(first_masked, max(0, (first_token + shift + 1) / kN));
+  if (first_token + shift < 0) first_masked = 0;
+  w.n_masked = max(0, w.n_first - first_masked + 1);
+  return w;
+}
+
+__device__ __forceinline__ int kv_head_of(const fa4k::AttentionArgs& a, const Work& w) {
+  if constexpr (kPack > 1) {
+    if constexpr (kFault == Fault::wrong_gqa_map) return (w.group * kPack) % a.heads_kv;
+    return w.group;  // a packed tile is exactly one kv head's q heads
+  } else {
+    if constexpr (kFault == Fault::wrong_gqa_map) return w.group % a.heads_kv;
+    return w.group / a.q_heads_per_kv;
+  }
+}
+
+// ---- Load warp ---------------------------------------------------------------------------------------
+__device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* tq, const TmaDescriptor* tk,
+                          const TmaDescriptor* tv) {
+  Barriers& b = sm.bars();
+  Ring ring;
+  u32 tile_phase = 0;
+  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
+    const Work w = decompose(a, tile);
+    const int kv_head = kv_head_of(a, w);
+    for (int s = 0; s < 2; ++s) {
+      wait(&b.q_empty[s], tile_phase ^ 1, "q_empty");
+      if (elect_one_sync()) {
+        mbarrier_arrive_expect_tx(&b.q_full[s], kM * kD * 2);
+        const int token0 = (w.m_block * 2 + s) * kM / kPack;
+        for (int box = 0; box < kD / kBoxCols; ++box)
+          tma_load_5d(sm.q(s) + box * kM * kBoxCols * 2, tq, &b.q_full[s], box * kBoxCols, 0, w.group, token0, w.batch);
+      }
+      __syncwarp();
+    }
+    for (int j = 0; j < w.n_blocks; ++j) {
+      const int n = w.n_first - j;
+      for (int is_v = 0; is_v < 2; ++is_v) {
+        wait(&b.kv_empty[ring.index], ring.phase ^ 1, "kv_empty");
+        if (elect_one_sync()) {
+          const int dim = is_v ? kDv : kD;
+          mbarrier_arrive_expect_tx(&b.kv_full[ring.index], kN * dim * 2);
+          for (int box = 0; box < dim / kBoxCols; ++box)
+            tma_load_4d(sm.slot(ring.index) + box * kN * kBoxCols * 2, is_v ? tv : tk, &b.kv_full[ring.index],
+                        box * kBoxCols, kv_head, n * kN, w.batch);
+        }
+        __syncwarp();
+        ring.advance();
+      }
+    }
+  }
+}
+
+// ---- Mma warp ----------------------------------------------------------------------------------------
+__device__ __forceinline__ u32 idesc_qk() { return make_idesc_f16(kM, kN, kBf16 ? Format::bf16 : Format::f16, Major::K, Major::K); }
+__device__ __forceinline__ u32 idesc_pv() { return make_idesc_f16(kM, kDv, kBf16 ? Format::bf16 : Format::f16, Major::K, Major::MN); }
+
+// S_s = Q_s K^T over the head dim, K = 16 per instruction.
+__device__ __forceinline__ void issue_qk(u32 tmem, const Smem& sm, int s, const char* k_tile) {
+  const u32 q_base = smem_u32(sm.q(s)), k_base = smem_u32(k_tile);
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const OperandStep qa = kmajor_step(kSwizzle, kM, kk * 16), kb = kmajor_step(kSwizzle, kN, kk * 16);
+    mma_f16_ss(tmem + (s ? kTmemS1Col : kTmemS0Col), make_smem_desc(q_base + qa.start, qa.lbo, qa.sbo, kSwizzle),
+               make_smem_desc(k_base + kb.start, kb.lbo, kb.sbo, kSwizzle), idesc_qk(), kk > 0);
+  }
+}
+
+// O_s (+)= P_s V: A = P from TMEM (8 columns per K = 16 step), B = V (MN-major: dv contiguous).
+__device__ __forceinline__ void issue_pv(u32 tmem, int s, const char* v_tile, bool accumulate) {
+  const u32 v_base = smem_u32(v_tile);
+#pragma unroll
+  for (int kk = 0; kk < kN / 16; ++kk) {
+    const OperandStep vb = mnmajor_step(kSwizzle, kN, kk * 16);
+    mma_f16_ts(tmem + (s ? kTmemO1Col : kTmemO0Col), tmem + (s ? kTmemP1Col : kTmemP0Col) + kk * 8,
+               make_smem_desc(v_base + vb.start, vb.lbo, vb.sbo, kSwizzle), idesc_pv(), accumulate || kk > 0);
+  }
+}
+
+__device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem) {
+  Barriers& b = sm.bars();
+  Ring ring;
+  u32 tile_phase = 0;
+  u32 pv_phase[2] = {0, 0};
+  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
+    const Work w = decompose(a, tile);
+    for (int s = 0; s < 2; ++s) wait(&b.q_full[s], tile_phase, "q_full");
+    // Prologue: S for block 0 of both tiles.
+    wait(&b.kv_full[ring.index], ring.phase, "kv_full(K)");
+    tcgen05_fence_after_thread_sync();
+    const char* k_tile = sm.slot(ring.index);
+    for (int s = 0; s < 2; ++s) {
+      issue_qk(tmem, sm, s, k_tile);
+      mma_commit(&b.s_full[s]);
+    }
+    mma_commit(&b.kv_empty[ring.index]);
+    ring.advance();
+    for (int j = 1; j <= w.n_blocks; ++j) {
+      const bool last = j == w.n_blocks;
+      Ring v_pos = ring;  // V of block j-1
+      wait(&b.kv_full[v_pos.index], v_pos.phase, "kv_full(V)");
+      ring.advance();
+      Ring k_pos = ring;  // K of block j
+      if (!last) {
+        wait(&b.kv_full[k_pos.index], k_pos.phase, "kv_full(K)");
+        ring.advance();
+      }
+      tcgen05_fence_after_thread_sync();
+      if (last && !kOAliasesQ)
+        for (int s = 0; s < 2; ++s) mma_commit(&b.q_empty[s]);  // every QK of the tile is issued
+      for (int s = 0; s < 2; ++s) {
+        // The deliberate race: S_j overwrites P_(j-1) before the PV that reads it.
+        if (kFault == Fault::tmem_reuse_race && !last) issue_qk(tmem, sm, s, sm.slot(k_pos.index));
+        wait(&b.pv_ready[s], pv_phase[s], "pv_ready");
+        pv_phase[s] ^= 1;
+        tcgen05_fence_after_thread_sync();
+        issue_pv(tmem, s, sm.slot(v_pos.index), j > 1);
+        if (last) {
+          mma_commit(&b.o_full[s]);
+        } else {
+          if (kFault != Fault::tmem_reuse_race) issue_qk(tmem, sm, s, sm.slot(k_pos.index));
+          mma_commit(&b.s_full[s]);
+        }
+      }
+      mma_commit(&b.kv_empty[v_pos.index]);
+      if (!last) mma_commit(&b.kv_empty[k_pos.index]);
+    }
+  }
+}
+
+// ---- Softmax warpgroups ------------------------------------------------------------------------------
+__device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem, int s) {
+  Barriers& b = sm.bars();
+  const int row = threadIdx.x % 128;  // this thread's row of tile s = its TMEM lane
+  const u32 lane_base = static_cast<u32>((row / 32) * 32) << 16;
+  const u32 s_addr = tmem + lane_base + (s ? kTmemS1Col : kTmemS0Col);
+  const u32 p_addr = tmem + lane_base + (s ? kTmemP1Col : kTmemP0Col);
+  const float scale_log2 = a.scale_log2;
+  u32 s_phase = 0, stats_phase = 0;
+  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x) {
+    const Work w = decompose(a, tile);
+    const int token = ((w.m_block * 2 + s) * kM + row) / kPack;
+    // Keys this row may see: c < limit (bottom-right causal alignment and the seqlen_k tail).
+    const int limit = kCausal ? min(a.seqlen_k, token + a.seqlen_k - a.seqlen_q + 1) : a.seqlen_k;
+    float row_max = FA4_NEG_INF, row_sum = 0.f;
+    for (int j = 0; j < w.n_blocks; ++j) {
+      const int n = w.n_first - j;
+      wait(&b.s_full[s], s_phase, "s_full");
+      s_phase ^= 1;
+      tcgen05_fence_after_thread_sync();
+      float x[kN];
+#pragma unroll
+      for (int c = 0; c < kN; c += 32) {
+        u32 raw[32];
+        tmem_ld_32x32b<32>(s_addr + c, raw);
+        tmem_wait_ld();
+#pragma unroll
+        for (int i = 0; i < 32; ++i) x[c + i] = __uint_as_float(raw[i]);
+      }
+      if (j < w.n_masked) {
+        const int valid = limit - n * kN;  // columns [0, valid) of this block are visible
+#pragma unroll
+        for (int c = 0; c < kN; ++c)
+          if (c >= valid) x[c] = FA4_NEG_INF;
+      }
+      float block_max = x[0];
+#pragma unroll
+      for (int c = 1; c < kN; ++c) block_max = fmaxf(block_max, x[c]);
+
+      // Lazy rescale: keep the old max while the new one exceeds it by at most 2^threshold in exp2 units.
+      float new_max = fmaxf(row_max, block_max), acc_scale = 1.f;
+      if (new_max != FA4_NEG_INF) {
+        if (kFault != Fault::skip_rescale && (row_max - new_max) * scale_log2 < -kRescaleThresholdLog2)
+          acc_scale = exp2_mufu((row_max - new_max) * scale_log2);
+        else if (kFault != Fault::skip_rescale)
+          new_max = row_max;
+      }
+      row_max = new_max;
+      wait(&b.stats_empty[s], stats_phase ^ 1, "stats_empty");
+      sm.stats(s, 0)[row] = acc_scale;
+      mbarrier_arrive(&b.stats_full[s]);
+
+      const float bias = (row_max == FA4_NEG_INF ? 0.f : row_max) * scale_log2;
+      float sum = 0.f;
+#pragma unroll
+      for (int c = 0; c < kN; ++c) {
+        const float arg = fmaf(x[c], scale_log2, -bias);
+        x[c] = (kSoftExp2Every && c % kSoftExp2Every == kSoftExp2Every - 1) ? exp2_fma(arg) : exp2_mufu(arg);
+        sum += x[c];
+      }
+      row_sum = row_sum * acc_scale + sum;
+      const float p_scale = kFault == Fault::early_normalize ? 1.f / row_sum : 1.f;
+#pragma unroll
+      for (int c = 0; c < kN; c += 32) {
+        u32 packed[16];
+#pragma unroll
+        for (int i = 0; i < 16; ++i) packed[i] = pack_half2(x[c + 2 * i] * p_scale, x[c + 2 * i + 1] * p_scale);
+        tmem_st_32x32b<16>(p_addr + c / 2, packed);
+      }
+      tmem_wait_st();
+      tcgen05_fence_before_thread_sync();
+      __syncwarp();
+      if (threadIdx.x % 32 == 0) mbarrier_arrive(&b.pv_ready[s]);
+      stats_phase ^= 1;
+    }
+    // Final round: row_sum and row_max for the normalisation and the LSE.
+    wait(&b.stats_empty[s], stats_phase ^ 1, "stats_empty");
+    sm.stats(s, 0)[row] = row_sum;
+    sm.stats(s, 1)[row] = row_max;
+    mbarrier_arrive(&b.stats_full[s]);
+    stats_phase ^= 1;
+  }
+}
+
+// ---- Correction warpgroup ----------------------------------------------------------------------------
+// Multiplies this thread's row of O_s (dv fp32 columns in TMEM) by `factor`.
+__device__ __forceinline__ void scale_o_row(u32 o_addr, float factor) {
+#pragma unroll
+  for (int c = 0; c < kDv; c += 16) {
+    u32 v[16];
+    tmem_ld_32x32b<16>(o_addr + c, v);
+    tmem_wait_ld();
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = __float_as_uint(__uint_as_float(v[i]) * factor);
+    tmem_st_32x32b<16>(o_addr + c, v);
+  }
+  tmem_wait_st();
+}
+
+__device__ void correction_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem) {
+  Barriers& b = sm.bars();
+  const int row = threadIdx.x % 128;
+  const u32 lane_base = static_cast<u32>((row / 32) * 32) << 16;
+  u32 stats_phase[2] = {0, 0}, tile_phase = 0;
+  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
+    const Work w = decompose(a, tile);
+    for (int j = 0; j < w.n_blocks; ++j)
+      for (int s = 0; s < 2; ++s) {
+        wait(&b.stats_full[s], stats_phase[s], "stats_full");
+        stats_phase[s] ^= 1;
+        const float acc_scale = sm.stats(s, 0)[row];
+        mbarrier_arrive(&b.stats_empty[s]);
+        // O_s holds PV(j-1) (complete: softmax saw S_j, committed after it). Block 0's PV overwrites O.
+        if (j > 0 && __any_sync(0xffffffffu, acc_scale != 1.f)) {
+          tcgen05_fence_after_thread_sync();
+          scale_o_row(tmem + lane_base + (s ? kTmemO1Col : kTmemO0Col), acc_scale);
+        }
+        tcgen05_fence_before_thread_sync();
+        __syncwarp();
+        if (threadIdx.x % 32 == 0) mbarrier_arrive(&b.pv_ready[s]);
+      }
+    for (int s = 0; s < 2; ++s) {
+      wait(&b.stats_full[s], stats_phase[s], "stats_full(final)");
+      stats_phase[s] ^= 1;
+      const float row_sum = sm.stats(s, 0)[row], row_max = sm.stats(s, 1)[row];
+      mbarrier_arrive(&b.stats_empty[s]);
+      wait(&b.o_full[s], tile_phase, "o_full");
+      tcgen05_fence_after_thread_sync();
+      wait(&b.o_free[s], tile_phase ^ 1, "o_free");
+
+      // Packed row -> (token, q head). Rows past seqlen_q are computed but neither stored nor logged.
+      const int packed_row = (w.m_block * 2 + s) * kM + row;
+      const int token = packed_row / kPack;
+      const int q_head = kPack > 1 ? w.group * kPack + packed_row % kPack : w.group;
+      const float inv = row_sum > 0.f ? 1.f / row_sum : 0.f;  // rows that saw no key: O = 0
+      if (kWriteLse && token < a.seqlen_q)
+        a.lse[(static_cast<long long>(w.batch) * a.heads_q + q_head) * a.seqlen_q + token] =
+            row_sum > 0.f ? (row_max * a.scale_log2 + __log2f(row_sum)) * kLn2 : FA4_NEG_INF;
+
+      const u32 o_addr = tmem + lane_base + (s ? kTmemO1Col : kTmemO0Col);
+      char* o_tile = sm.o(s);
+#pragma unroll
+      for (int c = 0; c < kDv; c += 16) {
+        u32 v[16];
+        tmem_ld_32x32b<16>(o_addr + c, v);
+        tmem_wait_ld();
+        uint4 out[2];
+        u32* o32 = reinterpret_cast<u32*>(out);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o32[i] = pack_half2(__uint_as_float(v[2 * i]) * inv, __uint_as_float(v[2 * i + 1]) * inv);
+        // Two 16-byte chunks of this row, at their swizzled places in the TMA box layout.
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          *reinterpret_cast<uint4*>(o_tile + swizzle_address(tile_offset(kSwizzle, kM, row, c + 8 * h), kSwizzle)) = out[h];
+      }
+      fence_proxy_async_shared();
+      mbarrier_arrive(&b.o_staged[s]);
+    }
+  }
+}
+
+// ---- Epilogue warp -----------------------------------------------------------------------------------
+__device__ void epilogue_role(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* to) {
+  Barriers& b = sm.bars();
+  u32 tile_phase = 0;
+  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
+    const Work w = decompose(a, tile);
+    for (int s = 0; s < 2; ++s) {
+      wait(&b.o_staged[s], tile_phase, "o_staged");
+      if (elect_one_sync()) {
+        const int token0 = (w.m_block * 2 + s) * kM / kPack;
+        for (int box = 0; box < kDv / kBoxCols; ++box)
+          tma_store_5d(to, sm.o(s) + box * kM * kBoxCols * 2, box * kBoxCols, 0, w.group, token0, w.batch);
+        bulk_commit_group();
+        bulk_wait_group_read<0>();
+        mbarrier_arrive(&b.o_free[s]);
+        if (kOAliasesQ) mbarrier_arrive(&b.q_empty[s]);  // the O store has read the Q buffer
+      }
+      __syncwarp();
+    }
+  }
+  if (elect_one_sync()) bulk_wait_group<0>();
+  __syncwarp();
+}
+
+}  // namespace fa4::sm100::fwd
+
+// Dynamic shared memory, declared 1024-B aligned (the swizzle atom; the kernel has no static shared
+// memory, so the whole Plan budget is available), addressed through the __shared__ array so the compiler
+// keeps shared-space loads and stores.
+__device__ __forceinline__ fa4::sm100::fwd::Smem smem_layout() {
+  extern __shared__ __align__(1024) char smem_raw[];
+  return {smem_raw};
+}
+
+extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
+    fa4_sm100_fwd(const fa4k::AttentionArgs args, const __grid_constant__ fa4::sm100::TmaDescriptor tma_q,
+                  const __grid_constant__ fa4::sm100::TmaDescriptor tma_k,
+                  const __grid_constant__ fa4::sm100::TmaDescriptor tma_v,
+                  const __grid_constant__ fa4::sm100::TmaDescriptor tma_o) {
+  using namespace fa4::sm100;
+  using namespace fa4::sm100::fwd;
+  tmem_bind_scratch(args.tmem_scratch, args.tmem_scratch_bytes);
+  const int warp = threadIdx.x / 32;
+  {
+    const Smem sm = smem_layout();
+    Barriers& b = sm.bars();
+    if (threadIdx.x == 0) {
+      if (smem_u32(sm.base) % 1024) {
+        printf("fa4_sm100_fwd: dynamic shared memory is not 1024-byte aligned\n");
+        __trap();
+      }
+      for (int s = 0; s < 2; ++s) {
+        mbarrier_init(&b.q_full[s], kBarQFullArrivals);
+        mbarrier_init(&b.q_empty[s], kBarQEmptyArrivals);
+        mbarrier_init(&b.s_full[s], kBarSFullArrivals);
+        mbarrier_init(&b.pv_ready[s], kBarPvReadyArrivals);
+        mbarrier_init(&b.stats_full[s], kBarStatsFullArrivals);
+        mbarrier_init(&b.stats_empty[s], kBarStatsEmptyArrivals);
+        mbarrier_init(&b.o_full[s], kBarOFullArrivals);
+        mbarrier_init(&b.o_staged[s], kBarOStagedArrivals);
+        mbarrier_init(&b.o_free[s], kBarOFreeArrivals);
+      }
+      for (int i = 0; i < kKvStages; ++i) {
+        mbarrier_init(&b.kv_full[i], kBarKvFullArrivals);
+        mbarrier_init(&b.kv_empty[i], kBarKvEmptyArrivals);
+      }
+      fence_mbarrier_init();
+    }
+    if (warp == kRoleLoadFirstWarp && elect_one_sync()) {
+      tma_prefetch_descriptor(&tma_q);
+      tma_prefetch_descriptor(&tma_k);
+      tma_prefetch_descriptor(&tma_v);
+      tma_prefetch_descriptor(&tma_o);
+    }
+    if (warp == kRoleMmaFirstWarp) {
+      tmem_alloc(sm.tmem_base(), fa4cfg::kTmemColumns);
+      tmem_relinquish_alloc_permit();
+    }
+  }
+  tcgen05_fence_before_thread_sync();
+  __syncthreads();
+  tcgen05_fence_after_thread_sync();
+
+  // Register budgets (setmaxnreg) only on hardware: in emulated builds the MMA warp runs the emulator.
+  // Nothing stays live across setmaxnreg (each role re-derives its addresses), so nothing is spilled there.
+  if (warp < kRoleCorrectionFirstWarp) {
+    if constexpr (!kEmulated) setmaxnreg_inc<kRoleSoftmax0Regs>();
+    const Smem sm = smem_layout();
+    softmax_role(args, sm, *sm.tmem_base(), warp / 4);
+  } else if (warp < kRoleMmaFirstWarp) {
+    if constexpr (!kEmulated) setmaxnreg_dec<kRoleCorrectionRegs>();
+    const Smem sm = smem_layout();
+    correction_role(args, sm, *sm.tmem_base());
+  } else {
+    if constexpr (!kEmulated) setmaxnreg_dec<kRoleMmaRegs>();
+    const Smem sm = smem_layout();
+    if (warp == kRoleMmaFirstWarp) mma_role(args, sm, *sm.tmem_base());
+    else if (warp == kRoleEpilogueFirstWarp) epilogue_role(args, sm, &tma_o);
+    else if (warp == kRoleLoadFirstWarp) load_role(args, sm, &tma_q, &tma_k, &tma_v);
+  }
+
+  tcgen05_fence_before_thread_sync();
+  __syncthreads();
+  if (warp == kRoleMmaFirstWarp) {
+    tcgen05_fence_after_thread_sync();
+    tmem_dealloc(*smem_layout().tmem_base(), fa4cfg::kTmemColumns);
+    tmem_exit_check();
+  }
+}

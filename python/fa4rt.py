@@ -1,0 +1,260 @@
+"""Thin ctypes wrapper over libfa4rt's C ABI (include/fa4/fa4.h).
+
+    import fa4rt
+    attn = fa4rt.Attention()
+    attn.prewarm([fa4rt.config("bf16", 128, causal=True)])
+    out = attn.run(q, k, v, causal=True)        # q [b, s_q, h_q, d], k/v [b, s_k, h_kv, d(v)]
+    out, lse = attn.run(q, k, v, return_lse=True)
+
+The library is found at $FA4RT_LIB, else <repo>/build/libfa4rt.so. Only ctypes is needed to import this
+module; torch is imported where tensors are handled.
+"""
+
+import ctypes
+import os
+
+__all__ = ["Attention", "Fa4Error", "config", "config_for", "load_library", "library_path", "version"]
+
+# fa4.h error codes (FA4_ERR_*), by name, for messages and for callers that test e.code.
+ERROR_NAMES = {
+    1: "invalid_argument",
+    2: "unsupported",
+    3: "cuda_error",
+    4: "compile_error",
+    5: "not_cached",
+    6: "graph_capture",
+    7: "self_check_failed",
+    8: "cache_error",
+    9: "internal",
+}
+ERR_INVALID_ARGUMENT = 1
+ERR_INTERNAL = 9
+
+_DTYPES = {"bf16": 0, "fp16": 1}  # FA4_DTYPE_*
+
+
+class Fa4Error(RuntimeError):
+    """A failed fa4 call: `code` is the FA4_ERR_* value, `code_name` its name, `message` fa4's text."""
+
+    def __init__(self, code, message):
+        self.code = code
+        self.code_name = ERROR_NAMES.get(code, "unknown")
+        self.message = message
+        super().__init__("fa4 error %d (%s): %s" % (code, self.code_name, message))
+
+
+class _Params(ctypes.Structure):  # fa4_params
+    _fields_ = [
+        ("q", ctypes.c_void_p),
+        ("k", ctypes.c_void_p),
+        ("v", ctypes.c_void_p),
+        ("o", ctypes.c_void_p),
+        ("lse", ctypes.c_void_p),
+        ("return_lse", ctypes.c_int32),
+        ("batch", ctypes.c_int64),
+        ("seqlen_q", ctypes.c_int64),
+        ("seqlen_k", ctypes.c_int64),
+        ("heads_q", ctypes.c_int64),
+        ("heads_kv", ctypes.c_int64),
+        ("head_dim", ctypes.c_int64),
+        ("head_dim_v", ctypes.c_int64),
+        ("q_stride", ctypes.c_int64 * 3),
+        ("k_stride", ctypes.c_int64 * 3),
+        ("v_stride", ctypes.c_int64 * 3),
+        ("o_stride", ctypes.c_int64 * 3),
+        ("dtype", ctypes.c_int32),
+        ("causal", ctypes.c_int32),
+        ("softmax_scale", ctypes.c_float),
+    ]
+
+
+class _Config(ctypes.Structure):  # fa4_config
+    _fields_ = [
+        ("dtype", ctypes.c_int32),
+        ("head_dim", ctypes.c_int32),
+        ("head_dim_v", ctypes.c_int32),
+        ("causal", ctypes.c_int32),
+        ("lse", ctypes.c_int32),
+        ("q_heads_per_kv", ctypes.c_int32),
+        ("arch", ctypes.c_int32),
+    ]
+
+
+def library_path():
+    """$FA4RT_LIB, else build/libfa4rt.so in the repository that holds this file."""
+    explicit = os.environ.get("FA4RT_LIB")
+    if explicit:
+        return explicit
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(repo, "build", "libfa4rt.so")
+
+
+_lib = None
+
+
+def load_library():
+    """Loads libfa4rt once; raises OSError naming the path when it is missing or unloadable."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    path = library_path()
+    if not os.path.exists(path):
+        raise OSError("libfa4rt not found at %s (build it, or set FA4RT_LIB)" % path)
+    lib = ctypes.CDLL(path)
+    handle_p = ctypes.c_void_p
+    lib.fa4_create.argtypes = [ctypes.POINTER(handle_p)]
+    lib.fa4_create.restype = ctypes.c_int
+    lib.fa4_destroy.argtypes = [handle_p]
+    lib.fa4_destroy.restype = None
+    lib.fa4_run.argtypes = [handle_p, ctypes.POINTER(_Params), ctypes.c_void_p]
+    lib.fa4_run.restype = ctypes.c_int
+    lib.fa4_prewarm.argtypes = [handle_p, ctypes.POINTER(_Config), ctypes.c_int32, ctypes.POINTER(ctypes.c_int32)]
+    lib.fa4_prewarm.restype = ctypes.c_int
+    lib.fa4_last_error.argtypes = []
+    lib.fa4_last_error.restype = ctypes.c_char_p
+    lib.fa4_version.argtypes = []
+    lib.fa4_version.restype = ctypes.c_char_p
+    _lib = lib
+    return lib
+
+
+def version():
+    return load_library().fa4_version().decode()
+
+
+def _check(rc):
+    if rc != 0:
+        message = _lib.fa4_last_error() or b""
+        raise Fa4Error(rc, message.decode(errors="replace"))
+
+
+def _invalid(message):
+    return Fa4Error(ERR_INVALID_ARGUMENT, message)
+
+
+def _dtype_code(dtype):
+    """'bf16' / 'fp16' or a torch dtype -> FA4_DTYPE_*."""
+    if isinstance(dtype, str):
+        if dtype not in _DTYPES:
+            raise _invalid("dtype '%s': must be bf16 or fp16" % dtype)
+        return _DTYPES[dtype]
+    import torch
+
+    if dtype == torch.bfloat16:
+        return _DTYPES["bf16"]
+    if dtype == torch.float16:
+        return _DTYPES["fp16"]
+    raise _invalid("dtype %s: must be torch.bfloat16 or torch.float16" % dtype)
+
+
+def config(dtype, head_dim, head_dim_v=0, causal=False, lse=False, q_heads_per_kv=1, arch=0):
+    """A prewarm configuration (fa4_config). arch 0 means the current device."""
+    return dict(dtype=dtype, head_dim=head_dim, head_dim_v=head_dim_v, causal=causal, lse=lse,
+                q_heads_per_kv=q_heads_per_kv, arch=arch)
+
+
+def config_for(q, k, v, causal=False, return_lse=False):
+    """The configuration run(q, k, v, causal=..., return_lse=...) selects, for prewarm."""
+    return config(q.dtype, q.shape[3], v.shape[3], causal, return_lse, q.shape[2] // max(k.shape[2], 1))
+
+
+def _strides(name, t):
+    """Element strides (batch, seq, head) of a [b, s, h, d] tensor whose last dim is contiguous."""
+    if t.dim() != 4:
+        raise _invalid("%s: must be a 4-D [batch, seq, heads, dim] tensor, got shape %s" % (name, tuple(t.shape)))
+    if t.stride(3) != 1 and t.shape[3] != 1:
+        raise _invalid("%s: the last (dim) axis must be contiguous, got strides %s" % (name, t.stride()))
+    return (ctypes.c_int64 * 3)(t.stride(0), t.stride(1), t.stride(2))
+
+
+class Attention:
+    """One fa4::Attention (its kernel cache and options from the FA4_* environment variables)."""
+
+    def __init__(self):
+        self._lib = load_library()
+        handle = ctypes.c_void_p()
+        _check(self._lib.fa4_create(ctypes.byref(handle)))
+        self._handle = handle
+
+    def close(self):
+        if getattr(self, "_handle", None):
+            self._lib.fa4_destroy(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def prewarm(self, configs):
+        """Compiles the configurations (dicts from config() / config_for()); raises Fa4Error if any fails."""
+        array = (_Config * len(configs))()
+        for slot, c in zip(array, configs):
+            slot.dtype = _dtype_code(c["dtype"])
+            slot.head_dim = c["head_dim"]
+            slot.head_dim_v = c.get("head_dim_v", 0)
+            slot.causal = int(bool(c.get("causal", False)))
+            slot.lse = int(bool(c.get("lse", False)))
+            slot.q_heads_per_kv = c.get("q_heads_per_kv", 1)
+            slot.arch = c.get("arch", 0)
+        failures = ctypes.c_int32(0)
+        _check(self._lib.fa4_prewarm(self._handle, array, len(configs), ctypes.byref(failures)))
+        if failures.value:
+            # fa4_prewarm returns 0 and puts the first failure's message in fa4_last_error; its code is
+            # not reported, hence the generic one.
+            raise Fa4Error(ERR_INTERNAL, "%d of %d configurations failed to prewarm; first: %s"
+                           % (failures.value, len(configs), (self._lib.fa4_last_error() or b"").decode()))
+
+    def run(self, q, k, v, out=None, causal=False, softmax_scale=None, return_lse=False, stream=None):
+        """Attention of q [b, s_q, h_q, d] over k [b, s_k, h_kv, d], v [b, s_k, h_kv, dv] (CUDA tensors,
+        bf16 or fp16, last dim contiguous). Causal is bottom-right aligned. Writes `out` (allocated when
+        None) and returns it, or (out, lse) with lse fp32 [b, h_q, s_q] when return_lse. `stream` is a
+        torch.cuda.Stream or a raw CUstream handle; default: the current torch stream of q's device."""
+        import torch
+
+        dtype = _dtype_code(q.dtype)
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if not isinstance(t, torch.Tensor) or not t.is_cuda:
+                raise _invalid("%s: must be a CUDA torch.Tensor" % name)
+            _strides(name, t)
+            if t.dtype != q.dtype or t.device != q.device:
+                raise _invalid("%s: dtype %s on %s, must match q (%s on %s)" % (name, t.dtype, t.device, q.dtype, q.device))
+        b, sq, hq, d = q.shape
+        if k.shape[0] != b or v.shape[0] != b:
+            raise _invalid("k/v batch: must equal q's batch %d, got %d/%d" % (b, k.shape[0], v.shape[0]))
+        if tuple(k.shape[:3]) != tuple(v.shape[:3]):
+            raise _invalid("v.shape[:3] %s: must equal k.shape[:3] %s" % (tuple(v.shape[:3]), tuple(k.shape[:3])))
+        if k.shape[3] != d:
+            raise _invalid("k head dim %d: must equal q head dim %d" % (k.shape[3], d))
+        dv = v.shape[3]
+        if out is None:
+            out = torch.empty((b, sq, hq, dv), dtype=q.dtype, device=q.device)
+        elif tuple(out.shape) != (b, sq, hq, dv) or out.dtype != q.dtype or out.device != q.device:
+            raise _invalid("out: must be %s %s on %s, got %s %s on %s"
+                           % ((b, sq, hq, dv), q.dtype, q.device, tuple(out.shape), out.dtype, out.device))
+        lse = torch.empty((b, hq, sq), dtype=torch.float32, device=q.device) if return_lse else None
+
+        p = _Params()
+        p.q, p.k, p.v, p.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr()
+        p.lse = lse.data_ptr() if return_lse else None
+        p.return_lse = int(bool(return_lse))
+        p.batch, p.seqlen_q, p.seqlen_k, p.heads_q = b, sq, k.shape[1], hq
+        p.heads_kv, p.head_dim, p.head_dim_v = k.shape[2], d, dv
+        p.q_stride, p.k_stride = _strides("q", q), _strides("k", k)
+        p.v_stride, p.o_stride = _strides("v", v), _strides("out", out)
+        p.dtype = dtype
+        p.causal = int(bool(causal))
+        p.softmax_scale = 0.0 if softmax_scale is None else float(softmax_scale)
+        if softmax_scale is not None and p.softmax_scale == 0.0:
+            raise _invalid("softmax_scale: must be nonzero (None means 1/sqrt(head_dim))")
+
+        if stream is None:
+            stream = torch.cuda.current_stream(q.device)
+        handle = stream.cuda_stream if hasattr(stream, "cuda_stream") else int(stream)
+        with torch.cuda.device(q.device):  # the library launches in the current context
+            _check(self._lib.fa4_run(self._handle, ctypes.byref(p), ctypes.c_void_p(handle)))
+        return (out, lse) if return_lse else out

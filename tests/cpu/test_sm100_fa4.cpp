@@ -1,0 +1,114 @@
+// The FA4 sm100 kernel, statically: Plan invariants and an NVRTC compile of every supported configuration
+// for sm_100a (resource report: no spills, shared memory within the limit) and for its sm_90a emulation.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "fa4/fa4.hpp"
+#include "runtime/codegen.hpp"
+#include "runtime/nvrtc.hpp"
+#include "runtime/planner.hpp"
+
+namespace fa4 {
+namespace {
+
+constexpr int kSmemLimit = 232448;  // 227 KB opt-in per block on sm_100 (and sm_90)
+
+std::vector<KernelKey> sm100_keys(Backend backend) {
+  std::vector<KernelKey> keys;
+  const int arch = backend == Backend::sm100 ? 100 : 90;
+  for (const KernelConfig& c : supported_configs(backend, arch)) keys.push_back(detail::key_for_config(c, arch));
+  // GQA packing variants of one configuration.
+  for (int ratio : {4, 8, 32}) {
+    KernelConfig c;
+    c.backend = backend;
+    c.q_heads_per_kv = ratio;
+    keys.push_back(detail::key_for_config(c, arch));
+  }
+  return keys;
+}
+
+std::string key_label(const testing::TestParamInfo<KernelKey>& info) { return info.param.name(); }
+
+class Sm100Plan : public testing::TestWithParam<KernelKey> {};
+
+TEST_P(Sm100Plan, Invariants) {
+  const Plan p = detail::make_plan(GetParam());
+  EXPECT_LE(p.smem_bytes, kSmemLimit);
+  EXPECT_LE(p.tmem_columns, 512);
+  EXPECT_EQ(p.registers_total(), 65536) << "setmaxnreg budgets must use exactly the 64K registers";
+  EXPECT_GE(p.kv_stages, 2) << "K and V alternate in the ring: fewer than 2 slots deadlocks";
+  for (const TmemRegion& r : p.tmem) EXPECT_LE(r.first_column + r.columns, p.tmem_columns) << r.name;
+  // S and O regions are disjoint; P lies inside its S.
+  auto region = [&](const std::string& name) {
+    for (const TmemRegion& r : p.tmem)
+      if (r.name == name) return r;
+    ADD_FAILURE() << "no TMEM region " << name;
+    return TmemRegion{};
+  };
+  for (const char* s : {"S0", "S1"})
+    for (const char* o : {"O0", "O1"})
+      EXPECT_TRUE(region(s).first_column + region(s).columns <= region(o).first_column ||
+                  region(o).first_column + region(o).columns <= region(s).first_column);
+  EXPECT_GE(region("P0").first_column, region("S0").first_column);
+  EXPECT_LE(region("P0").first_column + region("P0").columns, region("S0").first_column + region("S0").columns);
+  // Shared-memory buffers do not overlap (O may alias Q only as a whole) and fit.
+  for (size_t i = 0; i < p.smem.size(); ++i) {
+    EXPECT_LE(p.smem[i].offset + p.smem[i].bytes, p.smem_bytes) << p.smem[i].name;
+    for (size_t j = i + 1; j < p.smem.size(); ++j) {
+      const SmemBuffer &a = p.smem[i], &b = p.smem[j];
+      if (a.name == "Q" && b.name == "O" && a.offset == b.offset) continue;
+      EXPECT_TRUE(a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset) << a.name << " vs " << b.name;
+    }
+  }
+  // Warp roles cover the 16 warps exactly once.
+  std::vector<int> owner(p.threads / 32, 0);
+  for (const WarpRole& r : p.roles)
+    for (int w = r.first_warp; w < r.first_warp + r.warps; ++w) owner.at(w)++;
+  for (int w = 0; w < static_cast<int>(owner.size()); ++w) EXPECT_EQ(owner[w], 1) << "warp " << w;
+}
+
+INSTANTIATE_TEST_SUITE_P(Hardware, Sm100Plan, testing::ValuesIn(sm100_keys(Backend::sm100)), key_label);
+
+class Sm100Compile : public testing::TestWithParam<KernelKey> {};
+
+// Compiles with ptxas --verbose and checks the resource report of the kernel entry.
+TEST_P(Sm100Compile, CompilesWithoutSpills) {
+  const KernelKey key = GetParam();
+  const Plan plan = detail::make_plan(key);
+  const std::string source = detail::assemble_source(plan);
+  std::vector<std::string> options = detail::compile_options(key);
+  options.push_back("--ptxas-options=--verbose");
+  const detail::CompiledKernel k = detail::nvrtc_compile(source, options, key.name(), "");
+  ASSERT_GT(k.cubin.size(), 1000u);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(k.log, m, std::regex(R"((\d+) bytes spill stores, (\d+) bytes spill loads)"))) << k.log;
+  if (key.backend == Backend::sm100) {
+    EXPECT_EQ(m[1], "0") << "spill stores in " << key.name() << "\n" << k.log;
+    EXPECT_EQ(m[2], "0") << "spill loads in " << key.name() << "\n" << k.log;
+  }
+  ASSERT_TRUE(std::regex_search(k.log, m, std::regex(R"(Used (\d+) registers)"))) << k.log;
+  EXPECT_LE(std::stoi(m[1]), 128) << "launch bounds (512 threads, 1 CTA/SM) cap registers at 128";
+  std::cout << key.name() << ": " << k.milliseconds << " ms, ptxas: "
+            << std::regex_replace(k.log.substr(k.log.rfind("ptxas info    : Used")), std::regex("\n"), " ") << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Hardware, Sm100Compile, testing::ValuesIn(sm100_keys(Backend::sm100)), key_label);
+INSTANTIATE_TEST_SUITE_P(Emulated, Sm100Compile, testing::ValuesIn(sm100_keys(Backend::sm100_emulated)), key_label);
+
+TEST(Sm100Fault, EveryDebugFaultCompiles) {
+  for (DebugFault f : {DebugFault::skip_rescale, DebugFault::early_normalize, DebugFault::tmem_reuse_race,
+                       DebugFault::wrong_gqa_map}) {
+    KernelConfig c;
+    c.backend = Backend::sm100_emulated;
+    c.q_heads_per_kv = 4;
+    KernelKey key = detail::key_for_config(c, 90);
+    key.fault = f;
+    const Plan plan = detail::make_plan(key);
+    EXPECT_NO_THROW(detail::nvrtc_compile(detail::assemble_source(plan), detail::compile_options(key), key.name(), ""))
+        << to_string(f);
+  }
+}
+
+}  // namespace
+}  // namespace fa4

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# One GPU session in one call: GPU tests, the PyTorch oracle test and the benchmarks, on a machine where
+# build/ was built elsewhere and carried over (nothing is rebuilt here). Every stage is independent (one
+# failing does not stop the rest) and time-limited; logs and results are collected under $OUT.
+#
+#   tools/gpu_session.sh [STAGE...]      stages (run in this order): info tests oracle overhead attention compile
+#                                        groups: all (default), bench = overhead attention compile
+# Environment:
+#   OUT                    where results go (default ./gpu-out); at most 8 files come back from there:
+#                          summary.txt, bench_attention.{md,json}, bench_compile.json, logs.tar.gz
+#   FA4_BUILD_DIR          the carried build directory (default build)
+#   FA4_COMMIT             commit hash to record in the results (the copy here may have no .git)
+#   FA4_CACHE_DIR          kernel cache shared by the stages (default <build>/test-kernel-cache, the tests')
+#   GPU_SESSION_BUDGET_S   wall-clock budget of the whole session (default 480); each stage gets
+#                          min(its own limit, what is left)
+#   GPU_SESSION_QUICK=1    the short attention sweep (3 sequence lengths per head dim)
+#   GPU_SESSION_CTEST_J    ctest parallelism (default 4)
+set -u
+OUT=${OUT:-./gpu-out}
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 1
+cd "$(dirname "$0")/.." || exit 1
+REPO=$(pwd)
+BUILD=${FA4_BUILD_DIR:-build}
+LOGS=$(mktemp -d "${TMPDIR:-/tmp}/gpu-session-logs.XXXXXX")
+BUDGET=${GPU_SESSION_BUDGET_S:-480}
+SESSION_START=$(date +%s)
+export PYTHONUNBUFFERED=1
+export FA4RT_LIB=${FA4RT_LIB:-$REPO/$BUILD/libfa4rt.so}
+export FA4_CACHE_DIR=${FA4_CACHE_DIR:-$REPO/$BUILD/test-kernel-cache}
+if [ -z "${FA4_COMMIT:-}" ]; then
+  FA4_COMMIT=$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)
+fi
+export FA4_COMMIT
+
+# Stage selection.
+ALL_STAGES="info tests oracle overhead attention compile"
+selected=""
+[ $# -eq 0 ] && set -- all
+for arg in "$@"; do
+  case "$arg" in
+    all) selected="$selected $ALL_STAGES" ;;
+    bench) selected="$selected overhead attention compile" ;;
+    info|tests|oracle|attention|overhead|compile) selected="$selected $arg" ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    *) echo "unknown stage '$arg' (stages: $ALL_STAGES; groups: all, bench)"; exit 2 ;;
+  esac
+done
+wanted() { case " $selected " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+# CMake wrote absolute paths (CTestTestfile.cmake, the discovered test lists, FA4_TEST_CACHE) for the
+# source tree it was configured in. If this copy lives elsewhere, make that path point here.
+configured_src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
+if [ -n "$configured_src" ] && [ "$configured_src" != "$REPO" ]; then
+  if [ ! -e "$configured_src" ]; then
+    mkdir -p "$(dirname "$configured_src")" && ln -s "$REPO" "$configured_src" &&
+      echo "note: linked $configured_src -> $REPO (build/ was configured there)"
+  elif [ "$(cd "$configured_src" && pwd -P)" != "$(pwd -P)" ]; then
+    echo "WARNING: build/ was configured in $configured_src, which exists and is not this copy; ctest may run stale binaries"
+  fi
+fi
+
+declare -a SUMMARY=()
+FAILED=0
+
+# run_stage NAME LIMIT_S TAIL_LINES KEY_REGEX COMMAND...: runs COMMAND with a timeout, logs everything
+# to $LOGS/NAME.log, prints the log's last lines, and records status, seconds and one key line.
+run_stage() {
+  local name=$1 limit=$2 tail_lines=$3 key_regex=$4
+  shift 4
+  local left=$((BUDGET - ($(date +%s) - SESSION_START)))
+  if [ "$left" -lt 10 ]; then
+    SUMMARY+=("$(printf '%-10s %-8s %6s  %s' "$name" "NOT-RUN" "-" "session budget of ${BUDGET}s used up")")
+    FAILED=1
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo
+  echo "=== $name (limit ${limit}s): $*"
+  local start rc status
+  start=$(date +%s)
+  timeout -k 10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
+  rc=$?
+  local seconds=$(($(date +%s) - start))
+  case $rc in
+    0) status=PASS ;;
+    77) status=SKIP ;;
+    124|137) status=TIMEOUT ;;
+    *) status="FAIL($rc)" ;;
+  esac
+  case $status in PASS|SKIP) ;; *) FAILED=1 ;; esac
+  tail -n "$tail_lines" "$LOGS/$name.log"
+  echo "--- $name: $status in ${seconds}s"
+  local key
+  key=$(grep -E "$key_regex" "$LOGS/$name.log" | tail -n 1 | cut -c1-150)
+  SUMMARY+=("$(printf '%-10s %-8s %5ss  %s' "$name" "$status" "$seconds" "$key")")
+}
+
+echo "gpu_session: stages:$selected; commit $FA4_COMMIT; build $BUILD; budget ${BUDGET}s; out $OUT"
+
+# shellcheck disable=SC2317  # run through bash -c
+stage_info() {
+  nvidia-smi -L || return 1
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
+  python3 -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)' 2>&1 | tail -n 1
+  local problems
+  problems=$(ldd "$BUILD/libfa4rt.so" "$BUILD/bench_overhead" 2>&1 | grep -E "not found|GLIBC" || true)
+  if [ -n "$problems" ]; then echo "shared-library problems: $problems"; return 1; fi
+  echo "libfa4rt.so and the benches resolve all shared libraries"
+}
+export -f stage_info
+export BUILD
+
+if wanted info; then
+  run_stage info 30 12 "NVIDIA H|problems|not found" bash -c stage_info
+fi
+
+if wanted tests; then
+  [ -d "$BUILD/tests" ] || echo "WARNING: $BUILD/tests missing: was the build carried?"
+  # The python oracle (label python) has its own stage.
+  run_stage tests 200 25 "tests passed|No tests were found" \
+    bash -c "cd '$BUILD' && ctest -L gpu -LE python --no-tests=error --output-on-failure --timeout 120 -j ${GPU_SESSION_CTEST_J:-4}; rc=\$?; cp Testing/Temporary/LastTest.log '$LOGS/ctest-LastTest.log' 2>/dev/null; exit \$rc"
+fi
+
+if wanted oracle; then
+  run_stage oracle 120 25 "passed|SKIPPED" python3 tests/python/test_oracle.py
+fi
+
+if wanted overhead; then
+  run_stage overhead 60 8 "^RESULT|SKIPPED" "$BUILD/bench_overhead"
+fi
+
+if wanted attention; then
+  quick=()
+  [ "${GPU_SESSION_QUICK:-0}" = 1 ] && quick=(--quick)
+  run_stage attention 200 50 "rows have|wrote|SKIPPED" python3 bench/bench_attention.py "$OUT/bench_attention" ${quick[@]+"${quick[@]}"}
+fi
+
+if wanted compile; then
+  # NVRTC only: bf16 configurations, stopped after a 60 s budget (the full list runs fine on a CPU box).
+  run_stage compile 90 8 "^RESULT" "$BUILD/bench_compile" --filter /bf16/ --budget-s 60 --json "$OUT/bench_compile.json"
+fi
+
+total=$(($(date +%s) - SESSION_START))
+{
+  echo
+  echo "=== summary (commit $FA4_COMMIT, $(date -u '+%Y-%m-%d %H:%M UTC'), total ${total}s)"
+  printf '%-10s %-8s %6s  %s\n' stage status time "key line"
+  for line in ${SUMMARY[@]+"${SUMMARY[@]}"}; do echo "$line"; done
+} | tee "$OUT/summary.txt"
+tar -C "$LOGS" -czf "$OUT/logs.tar.gz" . && rm -rf "$LOGS"
+echo "results in $OUT:" "$OUT"/*
+exit $FAILED
