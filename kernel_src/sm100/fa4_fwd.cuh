@@ -8,6 +8,7 @@
 //   8-11 Correction: row t of both tiles' O accumulators
 //   12 Mma (owns TMEM), 13 Epilogue (TMA store), 14 Load (TMA loads), 15 spare
 // Per KV block j and tile s:  S_s = Q_s K_j^T -> softmax_s -> P_s (over S_s) ; O_s = O_s * acc + P_s V_j.
+#include "common/block_range.h"
 #include "common/params.h"
 #include "sm100/ptx.cuh"
 #include "sm100/tcgen05.cuh"
@@ -140,12 +141,10 @@ struct Ring {
 };
 
 // ---- work decomposition ----------------------------------------------------------------------------
-// Tile -> (m block, head group, batch). Causal grids run the longest m blocks first.
+// Tile -> (m block, head group, batch) and its K/V block range. Causal grids run the longest m blocks first.
 struct Work {
   int m_block, group, batch;
-  int n_blocks;       // K/V blocks to visit, from the highest (masked first) down
-  int n_first;        // index of the highest block
-  int n_masked;       // the first n_masked visited blocks need the mask
+  fa4k::BlockRange blocks;
 };
 
 __device__ __forceinline__ Work decompose(const fa4k::AttentionArgs& a, int tile) {
@@ -155,21 +154,7 @@ __device__ __forceinline__ Work decompose(const fa4k::AttentionArgs& a, int tile
   if constexpr (kCausal) w.m_block = a.num_m_blocks - 1 - w.m_block;
   w.group = (tile / a.num_m_blocks) % groups;
   w.batch = tile / (a.num_m_blocks * groups);
-  const int total_n = (a.seqlen_k + kN - 1) / kN;
-  const int first_token = w.m_block * 2 * kM / kPack;
-  const int last_token = min(((w.m_block + 1) * 2 * kM - 1) / kPack, a.seqlen_q - 1);
-  const int shift = a.seqlen_k - a.seqlen_q;  // bottom-right alignment: token r sees keys c <= r + shift
-  int n_end = total_n;
-  if constexpr (kCausal) n_end = min(total_n, max(0, (last_token + shift) / kN + 1));
-  // A CTA whose rows see no key still visits one (fully masked) block, so O = 0 and LSE = -inf come out of
-  // the normal path.
-  w.n_blocks = max(n_end, 1);
-  w.n_first = w.n_blocks - 1;
-  // Blocks at or above this index contain a masked element for some row of the CTA.
-  int first_masked = a.seqlen_k / kN;  // the seqlen_k tail block, if partial
-  if constexpr (kCausal) first_masked = min(first_masked, max(0, (first_token + shift + 1) / kN));
-  if (first_token + shift < 0) first_masked = 0;
-  w.n_masked = max(0, w.n_first - first_masked + 1);
+  w.blocks = fa4k::kv_block_range(w.m_block * 2 * kM, 2 * kM, kPack, a.seqlen_q, a.seqlen_k, kN, kCausal);
   return w;
 }
 
@@ -202,8 +187,8 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
       }
       __syncwarp();
     }
-    for (int j = 0; j < w.n_blocks; ++j) {
-      const int n = w.n_first - j;
+    for (int j = 0; j < w.blocks.n_blocks; ++j) {
+      const int n = w.blocks.n_first - j;
       for (int is_v = 0; is_v < 2; ++is_v) {
         wait(&b.kv_empty[ring.index], ring.phase ^ 1, "kv_empty");
         if (elect_one_sync()) {
@@ -264,8 +249,8 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
     }
     mma_commit(&b.kv_empty[ring.index]);
     ring.advance();
-    for (int j = 1; j <= w.n_blocks; ++j) {
-      const bool last = j == w.n_blocks;
+    for (int j = 1; j <= w.blocks.n_blocks; ++j) {
+      const bool last = j == w.blocks.n_blocks;
       Ring v_pos = ring;  // V of block j-1
       wait(&b.kv_full[v_pos.index], v_pos.phase, "kv_full(V)");
       ring.advance();
@@ -312,8 +297,8 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
     // Keys this row may see: c < limit (bottom-right causal alignment and the seqlen_k tail).
     const int limit = kCausal ? min(a.seqlen_k, token + a.seqlen_k - a.seqlen_q + 1) : a.seqlen_k;
     float row_max = FA4_NEG_INF, row_sum = 0.f;
-    for (int j = 0; j < w.n_blocks; ++j) {
-      const int n = w.n_first - j;
+    for (int j = 0; j < w.blocks.n_blocks; ++j) {
+      const int n = w.blocks.n_first - j;
       wait(&b.s_full[s], s_phase, "s_full");
       s_phase ^= 1;
       tcgen05_fence_after_thread_sync();
@@ -326,7 +311,7 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
 #pragma unroll
         for (int i = 0; i < 32; ++i) x[c + i] = __uint_as_float(raw[i]);
       }
-      if (j < w.n_masked) {
+      if (j < w.blocks.n_masked) {
         const int valid = limit - n * kN;  // columns [0, valid) of this block are visible
 #pragma unroll
         for (int c = 0; c < kN; ++c)
@@ -403,7 +388,7 @@ __device__ void correction_role(const fa4k::AttentionArgs& a, const Smem& sm, u3
   u32 stats_phase[2] = {0, 0}, tile_phase = 0;
   for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
     const Work w = decompose(a, tile);
-    for (int j = 0; j < w.n_blocks; ++j)
+    for (int j = 0; j < w.blocks.n_blocks; ++j)
       for (int s = 0; s < 2; ++s) {
         wait(&b.stats_full[s], stats_phase[s], "stats_full");
         stats_phase[s] ^= 1;

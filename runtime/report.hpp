@@ -1,0 +1,21 @@
+// Human-readable views of a Plan (for `fa4rt plan` and the docs).
+#pragma once
+
+#include <string>
+
+#include "fa4/plan.hpp"
+
+namespace fa4::detail {
+
+// The full report: math contract, streaming-state formulas, MMA contracts, TMEM map with reuse rules,
+// shared memory, warp roles, barrier graph, mask block classes for (seqlen_q, seqlen_k) when both > 0,
+// risks and fallback.
+std::string plan_report(const Plan& plan, int seqlen_q, int seqlen_k);
+
+// The barrier graph in Graphviz DOT: roles as nodes, one edge per barrier (producer -> consumer).
+std::string barrier_dot(const Plan& plan);
+
+// Per CTA row block: which K/V blocks are masked, full (no mask code) or skipped.
+std::string mask_classes(const Plan& plan, int seqlen_q, int seqlen_k);
+
+}  // namespace fa4::detail
