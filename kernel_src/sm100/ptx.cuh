@@ -1,0 +1,156 @@
+// PTX wrappers that are native on both sm_90a and sm_100a: shared-memory addresses, mbarriers, TMA
+// (4-D tile load/store, bulk groups, proxy fence), named barriers, elect.sync, setmaxnreg.
+// One function per instruction; facts in docs/sm100-ptx.md sections 8 and 9. Device code only.
+#pragma once
+
+#include "sm100/descriptors.h"
+
+namespace fa4::sm100 {
+
+// The 128-byte TMA descriptor (CUtensorMap) as a kernel parameter: declare it
+// `const __grid_constant__ TmaDescriptor` so its address is a param-space address TMA accepts.
+struct alignas(64) TmaDescriptor {
+  u64 opaque[16];
+};
+
+// shared::cta address of a generic pointer into shared memory.
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+  u32 r;
+  asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+  return r;
+}
+
+__device__ __forceinline__ u32 lane_id() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(r));
+  return r;
+}
+
+// Warp index inside the CTA (linear thread index / 32); warp % 4 is its TMEM lane quadrant.
+__device__ __forceinline__ u32 warp_id() {
+  return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) / 32;
+}
+
+// ---------------------------------------------------------------------------------------------
+// mbarrier (64-bit object in shared memory)
+
+__device__ __forceinline__ void mbarrier_init(u64* bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+
+// Makes mbarrier.init visible to the async proxy (TMA, tcgen05.commit); follow with a CTA barrier.
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+__device__ __forceinline__ void mbarrier_arrive(u64* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
+// Arrives once and adds `bytes` to the transaction count the phase waits for (TMA complete_tx).
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(u64* bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
+               : "memory");
+}
+
+// True once the phase with the given parity has completed.
+__device__ __forceinline__ bool mbarrier_try_wait_parity(u64* bar, u32 parity) {
+  u32 done;
+  asm volatile(
+      "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+      : "=r"(done)
+      : "r"(smem_u32(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
+// Consumers start on parity 0; producers waiting on an "empty" barrier start on parity 1.
+__device__ __forceinline__ void mbarrier_wait_parity(u64* bar, u32 parity) {
+  while (!mbarrier_try_wait_parity(bar, parity)) {
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// TMA (coordinates {dim, head, seq, batch} for fa4's [batch, seq, head, dim] tensors)
+
+__device__ __forceinline__ void tma_prefetch_descriptor(const TmaDescriptor* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
+}
+
+// Loads one box into shared memory; completion is counted on `bar` in bytes (OOB rows read as zero).
+__device__ __forceinline__ void tma_load_4d(void* smem_dst, const TmaDescriptor* map, u64* bar, int c0, int c1,
+                                            int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(smem_u32(smem_dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
+      : "memory");
+}
+
+// Stores one box from shared memory (writers: fence_proxy_async_shared + barrier first). OOB is clipped.
+__device__ __forceinline__ void tma_store_4d(const TmaDescriptor* map, const void* smem_src, int c0, int c1, int c2,
+                                             int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4}], [%5];" ::"l"(map),
+               "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(smem_src))
+               : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+// Waits until at most N committed bulk groups still read their shared-memory source.
+template <int N>
+__device__ __forceinline__ void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+// Waits until at most N committed bulk groups are incomplete (writes visible).
+template <int N>
+__device__ __forceinline__ void bulk_wait_group() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Orders generic-proxy shared-memory writes before later async-proxy (TMA store, MMA) reads.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Named barriers (id 0 is __syncthreads); `threads` is a multiple of 32.
+
+__device__ __forceinline__ void named_barrier_sync(u32 id, u32 threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void named_barrier_arrive(u32 id, u32 threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Warp election and register reallocation
+
+// True in exactly one lane of a converged warp (the same lane on every call with all lanes active).
+__device__ __forceinline__ bool elect_one_sync() {
+  u32 elected;
+  asm volatile(
+      "{ .reg .pred p; .reg .b32 r; elect.sync r|p, 0xffffffff; selp.u32 %0, 1, 0, p; }"
+      : "=r"(elected)
+      :
+      : "memory");
+  return elected != 0;
+}
+
+// Per-thread register budget for the rest of the kernel; N in 24..256, a multiple of 8, the same for
+// all warps of a warpgroup (arch-specific targets only: sm_90a, sm_100a).
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: 24..256, multiple of 8");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: 24..256, multiple of 8");
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+
+}  // namespace fa4::sm100
