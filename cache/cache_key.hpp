@@ -26,11 +26,12 @@ struct CacheKeyHash {
 
 // What goes into a key. No paths, no time, nothing machine-specific beyond the compiler version.
 struct KeyInputs {
-  std::string_view source;                 // the full generated source
-  const std::vector<std::string>* options; // NVRTC options, in order
-  std::string_view nvrtc_version;          // "13.0"
-  std::string_view target;                 // "sm_100a"
-  std::string_view library_version;        // fa4::version()
+  std::string_view source;                            // the full generated source
+  const std::vector<std::string>* options = nullptr;  // NVRTC options, in order (null: none)
+  std::string_view nvrtc_version;                     // "13.0"
+  std::string_view target;                            // "sm_100a"
+  std::string_view library_version;                   // fa4::version()
+  uint32_t schema_version = kSchemaVersion;           // always kSchemaVersion outside tests
 };
 
 // XXH3-128 over the schema version and each input, every field length-prefixed so that no two

@@ -6,6 +6,7 @@
 // and reported as a miss, so it gets rebuilt and replaced.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,11 +32,13 @@ std::string default_cache_dir();
 class DiskCache {
  public:
   // Creates `dir` (and parents) with mode 0700 if missing. An empty dir means default_cache_dir().
-  // If the directory cannot be created or written, the cache runs memory-only: enabled() is false
-  // and one warning is logged.
+  // If the directory cannot be created or written, new kernels stay in memory: enabled() is false and
+  // one warning is logged. A directory that is readable but not writable (a cache built offline and
+  // shipped on a read-only mount) still serves its entries: readable() stays true.
   explicit DiskCache(std::string dir);
 
-  bool enabled() const { return enabled_; }
+  bool enabled() const { return enabled_.load(); }
+  bool readable() const { return readable_; }
   const std::string& directory() const { return dir_; }
   std::string entry_path(const CacheKey& key) const;
 
@@ -67,7 +70,8 @@ class DiskCache {
  private:
   void disable(const std::string& why);
   std::string dir_;
-  bool enabled_ = false;
+  std::atomic<bool> enabled_{false};  // writable; atomic: store() may fail (and disable) on several threads at once
+  bool readable_ = false;
 };
 
 }  // namespace fa4::cache

@@ -15,6 +15,7 @@ namespace fa4::cache {
 
 using Cubin = std::vector<char>;
 
+// memory: found in memory, or this call waited for another caller's build of the key.
 enum class Origin { memory, disk, compiled };
 const char* to_string(Origin origin);
 
@@ -44,8 +45,11 @@ class KernelCache {
 
  private:
   struct Slot;
+  // The leader's path: disk, else (under the per-key file lock) disk again, else build and store.
+  Lookup fetch_or_build(const CacheKey& key, const std::string& description,
+                        const std::function<Cubin()>& build, bool allow_build);
   DiskCache* disk_;
-  mutable std::mutex mutex_;  // guards slots_ only; never held while building or doing I/O
+  mutable std::mutex mutex_;  // guards slots_ and builds_; never held while building or doing I/O
   std::unordered_map<CacheKey, std::shared_ptr<Slot>, CacheKeyHash> slots_;
   size_t builds_ = 0;
 };

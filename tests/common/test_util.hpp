@@ -90,3 +90,8 @@ class TempDir {
 };
 
 }  // namespace fa4::test
+
+namespace fa4 {
+// Parameterised tests print keys by name.
+inline void PrintTo(const KernelKey& key, std::ostream* os) { *os << key.name(); }
+}  // namespace fa4
