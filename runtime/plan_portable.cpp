@@ -1,15 +1,108 @@
-// TEMPORARY placeholder, replaced by the portable kernel's planner.
+// Planner of the portable kernel (kernel_src/portable/flash_fwd.cuh): mma.sync on sm_80 and newer.
+//
+// Choices, per (d, dv):
+// - 4 warps, each owning 32 query rows (two m16 tiles: every K/V fragment read from smem feeds two MMAs)
+//   when the fp32 O accumulator then takes at most 128 registers per thread (dv <= 128); otherwise 16
+//   rows per warp (dv = 192, 256).
+// - KV block of 64 keys, halved to 32 when the fp32 O + S accumulators would exceed 160 registers per
+//   thread (d = 128: ptxas then spills at the 255 limit) or the smem (Q + kv_stages * (K + V)) would
+//   exceed 99 KB, the opt-in limit of sm_86/89/120, so one plan runs on every sm_80+ part.
+// - Two K/V stages (cp.async double buffering); O is staged over the Q buffer at the end.
+#include <sstream>
+
 #include "runtime/planner.hpp"
 
 namespace fa4::detail {
+namespace {
 
-bool portable_supports(const KernelKey&, std::string* why) {
-  if (why) *why = "not built yet";
-  return false;
+constexpr int kWarps = 4;
+constexpr int kKvStages = 2;
+constexpr int kSmemLimit = 99 * 1024;   // max dynamic smem per block on sm_86/89/120 (sm_80/90: more)
+constexpr int kMaxORegisters = 128;     // fp32 O accumulator registers per thread
+constexpr int kMaxAccRegisters = 160;   // fp32 O + S registers per thread (fragments, addresses, stats: the rest of 255)
+
+int smem_for(int tile_m, int tile_n, int d, int dv) {
+  return tile_m * d * 2 + kKvStages * tile_n * (d + dv) * 2;
 }
 
-Plan make_portable_plan(const KernelKey& key) { check_supported(key); return {}; }
+bool supported_dims(int d, int dv) {
+  if (d == 192 && dv == 128) return true;
+  if (d != dv) return false;
+  return d == 32 || d == 64 || d == 96 || d == 128 || d == 192 || d == 256;
+}
 
-LaunchShape portable_launch_shape(const Plan&, const Problem&, int) { return {}; }
+}  // namespace
+
+bool portable_supports(const KernelKey& key, std::string* why) {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (key.backend != Backend::portable) return no("backend is not portable");
+  if (key.arch < 80) return no("arch " + std::to_string(key.arch) + ": the portable kernel needs sm_80 or newer (mma.sync bf16, cp.async)");
+  if (key.dtype != DType::bf16 && key.dtype != DType::fp16) return no("dtype: must be bf16 or fp16");
+  if (!supported_dims(key.head_dim, key.head_dim_v))
+    return no("head_dim " + std::to_string(key.head_dim) + " / head_dim_v " + std::to_string(key.head_dim_v) +
+              ": must be (32|64|96|128|192|256) with head_dim_v == head_dim, or (192, 128)");
+  if (key.gqa_pack != 1) return no("gqa_pack " + std::to_string(key.gqa_pack) + ": the portable kernel does not pack q heads (must be 1)");
+  if (key.fault != DebugFault::none) return no(std::string("debug fault ") + to_string(key.fault) + ": only the sm100 kernels inject faults");
+  return true;
+}
+
+Plan make_portable_plan(const KernelKey& key) {
+  check_supported(key);
+  const int d = key.head_dim, dv = key.head_dim_v;
+  Plan plan;
+  plan.key = key;
+  plan.kernel_name = "fa4_portable_fwd";
+  plan.source = "portable/flash_fwd.cuh";
+  plan.warps_m = kWarps;
+  plan.threads = 32 * kWarps;
+  // A warp's accumulators: rows_per_warp x columns fp32 values spread over 32 lanes.
+  auto regs = [](int rows_per_warp, int columns) { return rows_per_warp * columns / 32; };
+  const int rows_per_warp = regs(32, dv) <= kMaxORegisters ? 32 : 16;
+  plan.tile_m = kWarps * rows_per_warp;
+  const bool n64_fits = regs(rows_per_warp, dv) + regs(rows_per_warp, 64) <= kMaxAccRegisters &&
+                        smem_for(plan.tile_m, 64, d, dv) <= kSmemLimit;
+  plan.tile_n = n64_fits ? 64 : 32;
+  plan.q_tiles = 1;
+  plan.kv_stages = kKvStages;
+  plan.persistent = false;
+  plan.soft_exp2_every = 0;
+  plan.rescale_threshold_log2 = 8;  // lazy rescale: P may reach 2^8 before the max (and O) are updated
+
+  const int q_bytes = plan.tile_m * d * 2;
+  const int k_bytes = kKvStages * plan.tile_n * d * 2;
+  const int v_bytes = kKvStages * plan.tile_n * dv * 2;
+  plan.smem = {
+      {"Q", 0, q_bytes, "Q tile: tile_m rows x d, swizzled 16-byte chunks"},
+      {"K", q_bytes, k_bytes, "K ring: kv_stages x tile_n rows x d, swizzled"},
+      {"V", q_bytes + k_bytes, v_bytes, "V ring: kv_stages x tile_n rows x dv, swizzled"},
+      {"O", 0, plan.tile_m * dv * 2, "O staging for coalesced stores: aliases Q, written after the last QK and a CTA barrier"},
+  };
+  plan.smem_bytes = q_bytes + k_bytes + v_bytes;
+
+  plan.roles = {{"Compute", 0, kWarps, 0,
+                 "all warps: cp.async loads of Q/K/V, QK and PV mma.sync, online softmax, epilogue"}};
+
+  std::ostringstream risk;
+  risk << "registers: per thread " << regs(rows_per_warp, dv) << " fp32 O + " << regs(rows_per_warp, plan.tile_n)
+       << " fp32 S accumulators; the compile test checks ptxas reports no spills";
+  plan.risks.push_back(risk.str());
+  if (plan.smem_bytes > kSmemLimit)
+    plan.risks.push_back("smem " + std::to_string(plan.smem_bytes) + " B exceeds the 99 KB opt-in of sm_86/89/120: "
+                         "runs only on sm_80/87/90/100");
+  return plan;
+}
+
+LaunchShape portable_launch_shape(const Plan& plan, const Problem& problem, int sm_count) {
+  fa4k::AttentionArgs args{};
+  fill_schedule(plan, problem, sm_count, args);  // the one formula for the tile count
+  LaunchShape shape;
+  shape.grid[0] = static_cast<unsigned>(args.total_tiles);
+  shape.block[0] = static_cast<unsigned>(plan.threads);
+  shape.smem_bytes = static_cast<unsigned>(plan.smem_bytes);
+  return shape;
+}
 
 }  // namespace fa4::detail

@@ -1,0 +1,362 @@
+// Portable attention forward (FlashAttention-2 style) for sm_80 and newer: mma.sync m16n8k16, cp.async,
+// ldmatrix. One CTA computes one (m_block, q head, batch) tile of kTileM query rows; kWarpsM warps each own
+// kTileM / kWarpsM rows (one or two m16 tiles) and walk the KV blocks from the last visible one down to 0.
+//
+// Per KV block: S = Q K^T (Q and K fragments from swizzled smem via ldmatrix), mask (boundary blocks
+// only), online softmax in exp2 form (one FMA per logit: x * scale_log2 - max * scale_log2; O rescaled
+// only when a row max grows by more than 2^kRescaleThresholdLog2), P re-packed from the S accumulators
+// as the A operand of O += P V (V via ldmatrix.trans). K/V blocks stream through
+// a kKvStages-deep cp.async ring; one __syncthreads per block. The epilogue normalises O, writes the LSE
+// and stages O through smem (over the Q buffer) for 16-byte coalesced stores.
+//
+// Every number comes from the generated fa4cfg:: preamble (the Plan); the asserts below tie them together.
+#pragma once
+
+#include "common/params.h"
+#include "portable/ptx.cuh"
+#include "portable/smem_tile.cuh"
+
+namespace fa4p {
+
+constexpr int kRowsPerWarp = fa4cfg::kTileM / fa4cfg::kWarpsM;
+constexpr int kMTiles = kRowsPerWarp / 16;         // m16 tiles per warp
+constexpr int kSTiles = fa4cfg::kTileN / 8;        // n8 tiles of S per row
+constexpr int kQkSteps = fa4cfg::kHeadDim / 16;    // k16 steps of Q K^T
+constexpr int kPvSteps = fa4cfg::kTileN / 16;      // k16 steps of P V
+constexpr int kOTiles = fa4cfg::kHeadDimV / 8;     // n8 tiles of O
+constexpr int kQkChunks = fa4cfg::kHeadDim / 8;    // 16-byte chunks per Q/K row
+constexpr int kVChunks = fa4cfg::kHeadDimV / 8;    // 16-byte chunks per V/O row
+using SwzQk = Swizzle<kQkChunks>;                 // Q and K tiles
+using SwzV = Swizzle<kVChunks>;                   // V tiles and the O staging tile
+constexpr int kKStageBytes = fa4cfg::kTileN * fa4cfg::kHeadDim * 2;
+constexpr int kVStageBytes = fa4cfg::kTileN * fa4cfg::kHeadDimV * 2;
+
+static_assert(fa4cfg::kThreads == 32 * fa4cfg::kWarpsM, "one warp per row group");
+static_assert(kRowsPerWarp == 16 || kRowsPerWarp == 32, "a warp owns one or two m16 tiles");
+static_assert(fa4cfg::kTileN % 32 == 0 && fa4cfg::kHeadDim % 32 == 0 && fa4cfg::kHeadDimV % 32 == 0,
+              "tiles are whole ldmatrix.x4 blocks and rows whole 64-byte swizzle units");
+static_assert(fa4cfg::kKvStages >= 2, "the K/V ring needs at least double buffering");
+static_assert(fa4cfg::kSmemQBytes == fa4cfg::kTileM * fa4cfg::kHeadDim * 2, "plan: Q buffer size");
+static_assert(fa4cfg::kSmemKBytes == fa4cfg::kKvStages * kKStageBytes, "plan: K ring size");
+static_assert(fa4cfg::kSmemVBytes == fa4cfg::kKvStages * kVStageBytes, "plan: V ring size");
+static_assert(fa4cfg::kSmemOBytes == fa4cfg::kTileM * fa4cfg::kHeadDimV * 2, "plan: O staging size");
+static_assert(fa4cfg::kSmemOOffset == fa4cfg::kSmemQOffset && fa4cfg::kSmemOBytes <= fa4cfg::kSmemQBytes,
+              "plan: O is staged over the Q buffer");
+static_assert(fa4cfg::kSmemVOffset + fa4cfg::kSmemVBytes <= fa4cfg::kSmemBytes, "plan: smem size");
+
+// S[mt][nt] = Q rows of m16 tile mt times K rows [8 nt, 8 nt + 8) of the block, over the whole head dim.
+__device__ __forceinline__ void qk_block(float (&s)[kMTiles][kSTiles][4], u32 sq_tile, u32 sk_tile, int warp,
+                                         int lane) {
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kSTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+
+  // A (Q, 16x16): matrices {rows 0-7, 8-15} x {k 0-7, 8-15}; B (K, two n8 tiles): matrices
+  // {keys 0-7: k 0-7, k 8-15}, {keys 8-15: k 0-7, k 8-15}. Lane l addresses row l % 8 of matrix l / 8.
+  // Lane offsets are rebuilt from an opaque lane id each block, so the compiler cannot hoist every
+  // fragment address out of the KV loop (that costs more registers than the few ALU ops it saves).
+  const int l = static_cast<int>(launder(lane));
+  const u32 a_lane = SwzQk::offset(warp * kRowsPerWarp + (l & 7) + ((l >> 3) & 1) * 8, l >> 4);
+  const u32 b_lane = SwzQk::offset((l & 7) + (l >> 4) * 8, (l >> 3) & 1);
+#pragma unroll
+  for (int kk = 0; kk < kQkSteps; ++kk) {
+    u32 a[kMTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) ldmatrix_x4(a[mt], sq_tile + SwzQk::moved(a_lane, mt * 16, kk * 2));
+#pragma unroll
+    for (int np = 0; np < kSTiles / 2; ++np) {
+      u32 b[4];
+      ldmatrix_x4(b, sk_tile + SwzQk::moved(b_lane, np * 16, kk * 2));
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        mma_16816<fa4cfg::kBf16>(s[mt][2 * np], a[mt], b[0], b[1]);
+        mma_16816<fa4cfg::kBf16>(s[mt][2 * np + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// Sets S to -inf where key col > col_limit(row): keys past seqlen_k and, when causal, keys right of the
+// bottom-right diagonal (col > row + seqlen_k - seqlen_q). Thread layout of an m16n8 accumulator:
+// element e sits at row lane/4 + 8 (e/2), column 2 (lane%4) + e%2.
+__device__ __forceinline__ void mask_block(float (&s)[kMTiles][kSTiles][4], int warp_row0, int key0, int lane,
+                                           int seqlen_k, int diag) {
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = warp_row0 + mt * 16 + (lane >> 2) + 8 * h;
+      int limit = seqlen_k - 1;
+      if (fa4cfg::kCausal) limit = min(limit, row + diag);
+#pragma unroll
+      for (int nt = 0; nt < kSTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = key0 + nt * 8 + 2 * (lane & 3) + e;
+          if (col > limit) s[mt][nt][2 * h + e] = neg_inf();
+        }
+    }
+}
+
+// Online softmax over one block, ending in P packed to 16-bit pairs. Row statistics: row_max is the raw
+// (unscaled) max the probabilities are taken against, row_sum the thread's partial sum of its columns
+// (summed over the quad at the end).
+// Lazy rescale: the max is only raised when the block max exceeds it by more than
+// 2^kRescaleThresholdLog2 in exp2 units; otherwise P may reach 2^threshold (fine in fp32 sums and in
+// bf16/fp16 P) and O needs no rescale. A warp rescales O only when one of its rows raised its max, which
+// after the first blocks is rare. A row still entirely masked keeps max -inf and uses 0 in the exponent,
+// so no -inf - -inf = NaN arises; its probabilities are 0.
+// P[mt][nt][h] holds row g + 8h, columns 2q, 2q+1 of n8 tile nt: the S accumulators of tiles 2kk and
+// 2kk+1 are exactly the A fragment of PV k16 step kk, so P never touches smem. Summing and packing right
+// after exp2 lets every fp32 probability die at once (fewer registers).
+__device__ __forceinline__ void softmax_block(float (&s)[kMTiles][kSTiles][4], u32 (&p)[kMTiles][kSTiles][2],
+                                              float (&o)[kMTiles][kOTiles][4], float (&row_max)[kMTiles][2],
+                                              float (&row_sum)[kMTiles][2], float scale_log2) {
+  float rescale[kMTiles][2];
+  bool any_rescale = false;
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float block_max = neg_inf();
+#pragma unroll
+      for (int nt = 0; nt < kSTiles; ++nt) block_max = fmaxf(block_max, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+      block_max = fmaxf(block_max, shfl_xor(block_max, 1));  // the 4 threads of a quad share a row
+      block_max = fmaxf(block_max, shfl_xor(block_max, 2));
+      const float old_max = row_max[mt][h];
+      // True when the first visible keys arrive (old_max = -inf); false while both are -inf (NaN).
+      const bool raise = (block_max - old_max) * scale_log2 > static_cast<float>(fa4cfg::kRescaleThresholdLog2);
+      const float max = raise ? block_max : old_max;
+      rescale[mt][h] = raise ? exp2_approx((old_max - block_max) * scale_log2) : 1.f;  // 0 from -inf
+      any_rescale |= raise;
+      row_max[mt][h] = max;
+      const float bias = max == neg_inf() ? 0.f : -max * scale_log2;
+      float pair_sum[kSTiles];
+#pragma unroll
+      for (int nt = 0; nt < kSTiles; ++nt) {
+        const float p0 = exp2_approx(fmaf(s[mt][nt][2 * h], scale_log2, bias));
+        const float p1 = exp2_approx(fmaf(s[mt][nt][2 * h + 1], scale_log2, bias));
+        pair_sum[nt] = p0 + p1;
+        p[mt][nt][h] = pack_half2<fa4cfg::kBf16>(p0, p1);
+      }
+#pragma unroll
+      for (int width = kSTiles / 2; width >= 1; width /= 2)  // pairwise: a short dependency chain
+#pragma unroll
+        for (int i = 0; i < width; ++i) pair_sum[i] += pair_sum[i + width];
+      row_sum[mt][h] = row_sum[mt][h] * rescale[mt][h] + pair_sum[0];
+    }
+  if (any_sync(any_rescale)) {  // warp-uniform branch
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int ot = 0; ot < kOTiles; ++ot)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mt][ot][e] *= rescale[mt][e / 2];
+  }
+}
+
+// O += P V. A fragment of k16 step kk: {P[2kk][h=0], P[2kk][1], P[2kk+1][0], P[2kk+1][1]} (a0: row g keys
+// 2q.., a1: row g+8, a2: row g keys 8+2q.., a3: row g+8). V (keys x dv, dv contiguous) is the "col" B
+// operand through ldmatrix.trans: matrices {keys 0-7, 8-15} x {dv tile 2dp, 2dp+1}.
+__device__ __forceinline__ void pv_block(float (&o)[kMTiles][kOTiles][4], const u32 (&p)[kMTiles][kSTiles][2],
+                                         u32 sv_tile, int lane) {
+  const int l = static_cast<int>(launder(lane));  // see qk_block
+  const u32 v_lane = SwzV::offset((l & 7) + ((l >> 3) & 1) * 8, l >> 4);
+#pragma unroll
+  for (int kk = 0; kk < kPvSteps; ++kk) {
+    u32 a[kMTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      a[mt][0] = p[mt][2 * kk][0];
+      a[mt][1] = p[mt][2 * kk][1];
+      a[mt][2] = p[mt][2 * kk + 1][0];
+      a[mt][3] = p[mt][2 * kk + 1][1];
+    }
+#pragma unroll
+    for (int dp = 0; dp < kOTiles / 2; ++dp) {
+      u32 b[4];
+      ldmatrix_x4_trans(b, sv_tile + SwzV::moved(v_lane, kk * 16, dp * 2));
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        mma_16816<fa4cfg::kBf16>(o[mt][2 * dp], a[mt], b[0], b[1]);
+        mma_16816<fa4cfg::kBf16>(o[mt][2 * dp + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// Which (m_block, q head, batch) a CTA computes: m fastest so neighbouring CTAs share K/V in L2; causal
+// launches the longest rows (highest m_block) of each head first.
+struct TileCoord {
+  int m_block, head, batch, kv_head, row0;
+};
+__device__ __forceinline__ TileCoord tile_coord(const fa4k::AttentionArgs& args, int tile) {
+  const int num_m = args.num_m_blocks;
+  const int m_index = tile % num_m;
+  const int head_batch = tile / num_m;
+  TileCoord c;
+  c.head = head_batch % args.heads_q;
+  c.batch = head_batch / args.heads_q;
+  c.m_block = fa4cfg::kCausal ? num_m - 1 - m_index : m_index;
+  c.kv_head = c.head / args.q_heads_per_kv;
+  c.row0 = c.m_block * fa4cfg::kTileM;
+  return c;
+}
+
+// Epilogue, after a CTA barrier (O is staged over the Q buffer, and O rows are narrower than Q rows when
+// dv < d, so one warp's staging crosses another's Q rows): full row sums, O / sum (rows without keys
+// keep O = 0), LSE, O -> swizzled smem -> 16-byte global stores of the valid rows, each warp storing the
+// rows it staged. Coordinates are recomputed from opaque blockIdx/threadIdx, so none stay live (in
+// registers or spilled) across the KV loop.
+__device__ __forceinline__ void finish_tile(const fa4k::AttentionArgs& args, const float (&o)[kMTiles][kOTiles][4],
+                                            const float (&row_max)[kMTiles][2], const float (&row_sum)[kMTiles][2],
+                                            u32 sO) {
+  const TileCoord tile = tile_coord(args, static_cast<int>(launder(blockIdx.x)));
+  const int tid = static_cast<int>(launder(threadIdx.x));
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int seqlen_q = args.seqlen_q;
+  const u32 o_lane = SwzV::offset(warp * kRowsPerWarp + (lane >> 2), 0);
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sum = row_sum[mt][h];
+      sum += shfl_xor(sum, 1);
+      sum += shfl_xor(sum, 2);
+      const float inv = sum > 0.f ? rcp_approx(sum) : 1.f;
+      const int row = tile.row0 + warp * kRowsPerWarp + mt * 16 + (lane >> 2) + 8 * h;
+      if (fa4cfg::kWriteLse && (lane & 3) == 0 && row < seqlen_q) {
+        const float kLn2 = 0.693147180559945309f;
+        const long long index = (static_cast<long long>(tile.batch) * args.heads_q + tile.head) * seqlen_q + row;
+        args.lse[index] = sum > 0.f ? (row_max[mt][h] * args.scale_log2 + log2_approx(sum)) * kLn2 : neg_inf();
+      }
+#pragma unroll
+      for (int ot = 0; ot < kOTiles; ++ot)
+        st_shared_b32(sO + SwzV::moved(o_lane, mt * 16 + 8 * h, ot) + 4 * (lane & 3),
+                      pack_half2<fa4cfg::kBf16>(o[mt][ot][2 * h] * inv, o[mt][ot][2 * h + 1] * inv));
+    }
+  __syncwarp();
+
+  u16* o_head = static_cast<u16*>(args.o.ptr) + tile.batch * args.o.batch_stride + tile.head * args.o.head_stride;
+  static_assert(kRowsPerWarp * kVChunks % 32 == 0, "O rows split evenly over the lanes");
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp * kVChunks / 32; ++i) {
+    const int idx = lane + 32 * i;
+    const int tile_row = warp * kRowsPerWarp + idx / kVChunks;
+    const int chunk = idx % kVChunks;
+    u32 v[4];
+    ld_shared_v4(sO + SwzV::offset(tile_row, chunk), v);
+    const int row = tile.row0 + tile_row;
+    if (row < seqlen_q) st_global_v4(o_head + row * args.o.seq_stride + chunk * 8, v);
+  }
+}
+
+}  // namespace fa4p
+
+extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_fwd(const fa4k::AttentionArgs args) {
+  using namespace fa4p;
+  constexpr int kTileM = fa4cfg::kTileM;
+  constexpr int kTileN = fa4cfg::kTileN;
+  constexpr int kStages = fa4cfg::kKvStages;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const u32 smem_base = shared_address(smem);
+  const u32 sQ = smem_base + fa4cfg::kSmemQOffset;
+  const u32 sK = smem_base + fa4cfg::kSmemKOffset;
+  const u32 sV = smem_base + fa4cfg::kSmemVOffset;
+  const u32 sO = smem_base + fa4cfg::kSmemOOffset;
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const TileCoord tile = tile_coord(args, blockIdx.x);
+  const int seqlen_q = args.seqlen_q;
+  const int seqlen_k = args.seqlen_k;
+  const int row0 = tile.row0;
+  const int diag = seqlen_k - seqlen_q;  // row r sees keys c <= r + diag (causal)
+
+  // KV blocks [0, n_end): all of them, or for causal those left of the tile's last valid row's diagonal.
+  int n_end = (seqlen_k + kTileN - 1) / kTileN;
+  if (fa4cfg::kCausal) {
+    const long long visible = static_cast<long long>(min(row0 + kTileM, seqlen_q)) + diag;  // keys < visible
+    n_end = visible <= 0 ? 0 : static_cast<int>(min(static_cast<long long>(n_end), (visible + kTileN - 1) / kTileN));
+  }
+
+  const u16* q_tile = static_cast<const u16*>(args.q.ptr) + tile.batch * args.q.batch_stride +
+                      tile.head * args.q.head_stride + row0 * args.q.seq_stride;
+  const u16* k_head = static_cast<const u16*>(args.k.ptr) + tile.batch * args.k.batch_stride +
+                      tile.kv_head * args.k.head_stride;
+  const u16* v_head = static_cast<const u16*>(args.v.ptr) + tile.batch * args.v.batch_stride +
+                      tile.kv_head * args.v.head_stride;
+
+  auto load_kv = [&](int n_block, int stage) {
+    const int key0 = n_block * kTileN;
+    const int t = static_cast<int>(launder(tid));  // per-thread offsets recomputed here, not held in the loop
+    load_tile<kTileN, fa4cfg::kHeadDim, fa4cfg::kThreads>(sK + stage * kKStageBytes, k_head + key0 * args.k.seq_stride,
+                                                          args.k.seq_stride, seqlen_k - key0, t);
+    load_tile<kTileN, fa4cfg::kHeadDimV, fa4cfg::kThreads>(sV + stage * kVStageBytes, v_head + key0 * args.v.seq_stride,
+                                                           args.v.seq_stride, seqlen_k - key0, t);
+  };
+
+  // Prologue: Q with the first KV block in group 0, then blocks 1 .. kStages-2 (one group each, possibly
+  // empty so the group count stays uniform).
+  if (n_end > 0) {
+    load_tile<kTileM, fa4cfg::kHeadDim, fa4cfg::kThreads>(sQ, q_tile, args.q.seq_stride, seqlen_q - row0, tid);
+    load_kv(n_end - 1, 0);
+    cp_async_commit();
+#pragma unroll
+    for (int s = 1; s < kStages - 1; ++s) {
+      if (s < n_end) load_kv(n_end - 1 - s, s);
+      cp_async_commit();
+    }
+  }
+
+  float o[kMTiles][kOTiles][4];
+  float row_max[kMTiles][2];
+  float row_sum[kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int ot = 0; ot < kOTiles; ++ot)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][ot][e] = 0.f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      row_max[mt][h] = neg_inf();
+      row_sum[mt][h] = 0.f;
+    }
+  }
+
+  const int warp_row0 = row0 + warp * kRowsPerWarp;
+  int stage = 0;
+  for (int it = 0; it < n_end; ++it) {
+    const int n_block = n_end - 1 - it;
+    // Block `it` has landed for every thread, and every warp is done with block it-1, whose stage the
+    // load below refills.
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    const int ahead = it + kStages - 1;
+    if (ahead < n_end) load_kv(n_end - 1 - ahead, ahead % kStages);
+    cp_async_commit();
+
+    float s[kMTiles][kSTiles][4];
+    qk_block(s, sQ, sK + stage * kKStageBytes, warp, lane);
+    const int key0 = n_block * kTileN;
+    // Mask code runs only on boundary blocks: the seqlen_k tail and blocks crossing the diagonal of the
+    // tile's first row (the row with the fewest visible keys).
+    const bool boundary = key0 + kTileN > seqlen_k || (fa4cfg::kCausal && key0 + kTileN - 1 > row0 + diag);
+    if (boundary) mask_block(s, warp_row0, key0, lane, seqlen_k, diag);
+    u32 p[kMTiles][kSTiles][2];
+    softmax_block(s, p, o, row_max, row_sum, args.scale_log2);
+    pv_block(o, p, sV + stage * kVStageBytes, lane);
+    stage = stage + 1 == kStages ? 0 : stage + 1;
+  }
+  cp_async_wait<0>();
+
+  __syncthreads();  // every warp is done with Q before O is staged over it
+  finish_tile(args, o, row_max, row_sum, sO);
+}

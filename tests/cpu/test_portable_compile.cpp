@@ -1,0 +1,177 @@
+// Every supported portable configuration for sm_80, sm_90 and sm_100 compiles with NVRTC (no GPU needed)
+// and ptxas reports no register spills and no stack frame (local memory would cost far more than a spill
+// warning suggests in the inner loop). One ctest per configuration so they run in parallel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+#include <regex>
+
+#include "fa4/fa4.hpp"
+#include "jit_probe.hpp"
+#include "reference.hpp"
+#include "test_util.hpp"
+#include "runtime/codegen.hpp"
+#include "runtime/nvrtc.hpp"
+#include "runtime/planner.hpp"
+
+namespace fa4::detail {
+namespace {
+
+struct CompileCase {
+  KernelConfig config;
+  int arch = 0;
+  KernelKey key() const { return key_for_config(config, arch); }
+};
+
+void PrintTo(const CompileCase& c, std::ostream* os) { *os << c.key().name(); }  // readable test listings
+
+std::vector<CompileCase> all_cases() {
+  std::vector<CompileCase> out;
+  for (int arch : {80, 90, 100})
+    for (const KernelConfig& c : supported_configs(Backend::portable, arch)) out.push_back({c, arch});
+  return out;
+}
+
+// All matches of `pattern` (one capture group, a number) in the ptxas log.
+std::vector<long> numbers(const std::string& log, const std::string& pattern) {
+  std::vector<long> out;
+  const std::regex re(pattern);
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator(); ++it)
+    out.push_back(std::stol((*it)[1].str()));
+  return out;
+}
+
+class PortableCompile : public ::testing::TestWithParam<CompileCase> {};
+
+TEST_P(PortableCompile, BuildsACubinWithoutSpills) {
+  const KernelKey key = GetParam().key();
+  const Plan plan = make_plan(key);
+  std::vector<std::string> options = compile_options(key);
+  options.push_back("--ptxas-options=--verbose");
+  const CompiledKernel kernel = nvrtc_compile(assemble_source(plan), options, key.name(), "");
+
+  ASSERT_FALSE(kernel.cubin.empty()) << key.name();
+  const std::string& log = kernel.log;
+  ASSERT_NE(log.find("Compiling entry function '" + plan.kernel_name + "'"), std::string::npos)
+      << "no ptxas report for the kernel in the log:\n" << log;
+  const std::vector<long> stores = numbers(log, R"((\d+) bytes spill stores)");
+  const std::vector<long> loads = numbers(log, R"((\d+) bytes spill loads)");
+  const std::vector<long> stack = numbers(log, R"((\d+) bytes stack frame)");
+  const std::vector<long> registers = numbers(log, R"(Used (\d+) registers)");
+  ASSERT_EQ(stores.size(), 1u) << log;
+  ASSERT_EQ(loads.size(), 1u) << log;
+  ASSERT_EQ(stack.size(), 1u) << log;
+  ASSERT_EQ(registers.size(), 1u) << log;
+  EXPECT_EQ(stores[0], 0) << "spill stores\n" << log;
+  EXPECT_EQ(loads[0], 0) << "spill loads\n" << log;
+  EXPECT_EQ(stack[0], 0) << "local memory stack frame\n" << log;
+  EXPECT_LE(registers[0] * plan.threads, 65536) << log;
+
+  RecordProperty("compile_ms", static_cast<int>(kernel.milliseconds));
+  RecordProperty("registers", static_cast<int>(registers[0]));
+  std::cout << "[portable-compile] " << key.name() << ": " << static_cast<int>(kernel.milliseconds) << " ms, "
+            << registers[0] << " registers, smem " << plan.smem_bytes << " B, tile " << plan.tile_m << "x"
+            << plan.tile_n << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, PortableCompile, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<CompileCase>& info) { return info.param.key().name(); });
+
+// The test oracles of test_portable_attention.cpp: the GPU reference kernel compiles for the GPUs the
+// suite runs on, and the CPU reference gets known answers and treats strides and GQA consistently.
+TEST(PortableReference, GpuReferenceKernelCompiles) {
+  for (const char* target : {"sm_80", "sm_90", "sm_100"})
+    EXPECT_FALSE(test::jit_compile("reference/attention_ref.cu", target).empty()) << target;
+}
+
+using test::RefProblem;
+using test::RefResult;
+using test::reference_attention_cpu;
+
+RefProblem tiny(int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, bool causal) {
+  RefProblem p;
+  p.seqlen_q = sq, p.seqlen_k = sk, p.heads_q = hq, p.heads_kv = hkv, p.head_dim = p.head_dim_v = d;
+  p.causal = causal;
+  p.scale = 0.5;
+  p.q = {sq * hq * d, hq * d, d};
+  p.k = p.v = {sk * hkv * d, hkv * d, d};
+  return p;
+}
+
+std::vector<uint16_t> halves(std::initializer_list<float> values) {
+  std::vector<uint16_t> out;
+  for (float f : values) out.push_back(test::to_half(DType::bf16, f));
+  return out;
+}
+
+TEST(PortableReference, CpuReferenceKnownAnswers) {
+  // One key: O is its V row, LSE the scaled logit.
+  const auto q = halves({1, 2}), k = halves({3, -1}), v = halves({0.5f, -4});
+  RefResult r = reference_attention_cpu(tiny(1, 1, 1, 1, 2, false), q.data(), k.data(), v.data());
+  EXPECT_EQ(r.o, (std::vector<double>{0.5, -4}));
+  EXPECT_DOUBLE_EQ(r.lse[0], 0.5 * (3 - 2));
+  EXPECT_DOUBLE_EQ(r.max_abs_logit, 1);
+
+  // Two equal keys: the mean of the V rows, LSE + ln 2.
+  const auto k2 = halves({3, -1, 3, -1}), v2 = halves({1, 2, 3, 6});
+  r = reference_attention_cpu(tiny(1, 2, 1, 1, 2, false), q.data(), k2.data(), v2.data());
+  EXPECT_EQ(r.o, (std::vector<double>{2, 4}));
+  EXPECT_NEAR(r.lse[0], 0.5 + std::log(2.0), 1e-12);
+
+  // Causal, bottom-right, 3 queries over 1 key: rows 0 and 1 see nothing (O = 0, LSE = -inf).
+  const auto q3 = halves({1, 2, 1, 2, 1, 2});
+  r = reference_attention_cpu(tiny(3, 1, 1, 1, 2, true), q3.data(), k.data(), v.data());
+  EXPECT_EQ(r.o, (std::vector<double>{0, 0, 0, 0, 0.5, -4}));
+  EXPECT_TRUE(std::isinf(r.lse[0]) && r.lse[0] < 0);
+  EXPECT_TRUE(std::isinf(r.lse[1]) && r.lse[1] < 0);
+  EXPECT_DOUBLE_EQ(r.lse[2], 0.5);
+}
+
+TEST(PortableReference, CpuReferenceStridesAndGqaAreConsistent) {
+  const int64_t b = 2, sq = 5, sk = 7, hq = 4, hkv = 2, d = 8;
+  RefProblem p = tiny(sq, sk, hq, hkv, d, true);
+  p.batch = b;
+  p.q = {sq * hq * d, hq * d, d};
+  p.k = p.v = {sk * hkv * d, hkv * d, d};
+  const auto q = test::random_halves(DType::bf16, b * sq * hq * d, 1.f, 1);
+  const auto k = test::random_halves(DType::bf16, b * sk * hkv * d, 1.f, 2);
+  const auto v = test::random_halves(DType::bf16, b * sk * hkv * d, 1.f, 3);
+  const RefResult base = reference_attention_cpu(p, q.data(), k.data(), v.data());
+
+  // The same tensors stored head-major [b, h, s, d].
+  auto head_major = [&](const std::vector<uint16_t>& x, int64_t s, int64_t h) {
+    std::vector<uint16_t> out(x.size());
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t si = 0; si < s; ++si)
+        for (int64_t hi = 0; hi < h; ++hi)
+          for (int64_t j = 0; j < d; ++j) out[((bi * h + hi) * s + si) * d + j] = x[((bi * s + si) * h + hi) * d + j];
+    return out;
+  };
+  RefProblem hm = p;
+  hm.q = {hq * sq * d, d, sq * d};
+  hm.k = hm.v = {hkv * sk * d, d, sk * d};
+  const auto qh = head_major(q, sq, hq), kh = head_major(k, sk, hkv), vh = head_major(v, sk, hkv);
+  const RefResult strided = reference_attention_cpu(hm, qh.data(), kh.data(), vh.data());
+  EXPECT_EQ(strided.o, base.o);
+  EXPECT_EQ(strided.lse, base.lse);
+
+  // GQA 2 equals plain attention over K/V heads repeated per q head (kv head = h / 2).
+  RefProblem mha = p;
+  mha.heads_kv = hq;
+  mha.k = mha.v = {sk * hq * d, hq * d, d};
+  std::vector<uint16_t> k4(b * sk * hq * d), v4(k4.size());
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t si = 0; si < sk; ++si)
+      for (int64_t hi = 0; hi < hq; ++hi)
+        for (int64_t j = 0; j < d; ++j) {
+          k4[((bi * sk + si) * hq + hi) * d + j] = k[((bi * sk + si) * hkv + hi / 2) * d + j];
+          v4[((bi * sk + si) * hq + hi) * d + j] = v[((bi * sk + si) * hkv + hi / 2) * d + j];
+        }
+  const RefResult expanded = reference_attention_cpu(mha, q.data(), k4.data(), v4.data());
+  EXPECT_EQ(expanded.o, base.o);
+  EXPECT_EQ(expanded.lse, base.lse);
+}
+
+}  // namespace
+}  // namespace fa4::detail

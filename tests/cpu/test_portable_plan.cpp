@@ -1,0 +1,193 @@
+// Invariants of the portable kernel's Plan (runtime/plan_portable.cpp) for every supported configuration,
+// the reasons it gives for unsupported keys, and its launch shape.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "fa4/fa4.hpp"
+#include "runtime/codegen.hpp"
+#include "runtime/planner.hpp"
+
+namespace fa4::detail {
+namespace {
+
+constexpr int kSmemLimit = 99 * 1024;  // sm_86/89/120 opt-in: every portable plan must fit it
+
+std::vector<KernelKey> all_keys() {
+  std::vector<KernelKey> keys;
+  for (int arch : {80, 86, 89, 90, 100, 120})
+    for (const KernelConfig& c : supported_configs(Backend::portable, arch)) keys.push_back(key_for_config(c, arch));
+  return keys;
+}
+
+const SmemBuffer& buffer(const Plan& plan, const std::string& name) {
+  for (const SmemBuffer& b : plan.smem)
+    if (b.name == name) return b;
+  throw std::runtime_error("plan has no smem buffer " + name);
+}
+
+KernelKey portable_key(int d, int dv, int arch = 90) {
+  KernelKey key;
+  key.backend = Backend::portable;
+  key.arch = arch;
+  key.head_dim = d;
+  key.head_dim_v = dv;
+  return key;
+}
+
+TEST(PortablePlan, EveryDtypeHeadDimMaskAndLseIsSupported) {
+  for (int arch : {80, 90, 100, 120}) {
+    const std::vector<KernelConfig> configs = supported_configs(Backend::portable, arch);
+    EXPECT_EQ(configs.size(), 7u * 2 * 2 * 2) << "arch " << arch;  // 7 (d, dv) pairs x dtype x causal x lse
+  }
+}
+
+TEST(PortablePlan, InvariantsHoldForEveryConfiguration) {
+  const std::regex identifier("[A-Z][A-Za-z0-9]*");
+  for (const KernelKey& key : all_keys()) {
+    SCOPED_TRACE(key.name());
+    const Plan plan = make_plan(key);
+    const int d = key.head_dim, dv = key.head_dim_v;
+    EXPECT_EQ(plan.key, key);
+    EXPECT_EQ(plan.kernel_name, "fa4_portable_fwd");
+    EXPECT_EQ(plan.source, "portable/flash_fwd.cuh");
+    EXPECT_EQ(plan.threads, 32 * plan.warps_m);
+    EXPECT_EQ(plan.q_tiles, 1);
+    EXPECT_FALSE(plan.persistent);
+
+    // Tiles: each warp owns one or two m16 tiles; KV blocks and head dims are whole ldmatrix.x4 blocks and
+    // whole 64-byte swizzle rows; the cp.async tile loads split evenly over the threads.
+    ASSERT_GT(plan.warps_m, 0);
+    EXPECT_EQ(plan.tile_m % plan.warps_m, 0);
+    const int rows_per_warp = plan.tile_m / plan.warps_m;
+    EXPECT_TRUE(rows_per_warp == 16 || rows_per_warp == 32) << rows_per_warp;
+    EXPECT_EQ(plan.tile_n % 32, 0);
+    EXPECT_EQ(d % 32, 0);
+    EXPECT_EQ(dv % 32, 0);
+    for (int rows : {plan.tile_m, plan.tile_n})
+      for (int cols : {d, dv}) EXPECT_EQ(rows * (cols / 8) % plan.threads, 0) << rows << "x" << cols;
+    EXPECT_GE(plan.kv_stages, 2);
+    // Accumulators the planner budgets: fp32 O + S per thread.
+    EXPECT_LE(rows_per_warp * dv / 32 + rows_per_warp * plan.tile_n / 32, 160);
+
+    // Shared memory: Q, the K and V rings, O staged over Q; 128-byte aligned, inside smem_bytes, no overlap
+    // except O within Q.
+    const SmemBuffer& q = buffer(plan, "Q");
+    const SmemBuffer& k = buffer(plan, "K");
+    const SmemBuffer& v = buffer(plan, "V");
+    const SmemBuffer& o = buffer(plan, "O");
+    EXPECT_EQ(q.bytes, plan.tile_m * d * 2);
+    EXPECT_EQ(k.bytes, plan.kv_stages * plan.tile_n * d * 2);
+    EXPECT_EQ(v.bytes, plan.kv_stages * plan.tile_n * dv * 2);
+    EXPECT_EQ(o.bytes, plan.tile_m * dv * 2);
+    EXPECT_EQ(o.offset, q.offset);
+    EXPECT_LE(o.bytes, q.bytes);
+    for (const SmemBuffer& b : plan.smem) {
+      EXPECT_TRUE(std::regex_match(b.name, identifier)) << b.name;
+      EXPECT_EQ(b.offset % 128, 0) << b.name;
+      EXPECT_GT(b.bytes, 0) << b.name;
+      EXPECT_LE(b.offset + b.bytes, plan.smem_bytes) << b.name;
+      EXPECT_FALSE(b.contents.empty()) << b.name;
+    }
+    EXPECT_EQ((plan.tile_n * d * 2) % 128, 0) << "K stages stay 128-byte aligned";
+    EXPECT_EQ((plan.tile_n * dv * 2) % 128, 0) << "V stages stay 128-byte aligned";
+    const SmemBuffer* distinct[] = {&q, &k, &v};
+    for (int i = 0; i < 3; ++i)
+      for (int j = i + 1; j < 3; ++j)
+        EXPECT_TRUE(distinct[i]->offset + distinct[i]->bytes <= distinct[j]->offset ||
+                    distinct[j]->offset + distinct[j]->bytes <= distinct[i]->offset)
+            << distinct[i]->name << " overlaps " << distinct[j]->name;
+    EXPECT_EQ(plan.smem_bytes, q.bytes + k.bytes + v.bytes);
+    EXPECT_LE(plan.smem_bytes, kSmemLimit);
+
+    ASSERT_EQ(plan.roles.size(), 1u);
+    EXPECT_EQ(plan.roles[0].name, "Compute");
+    EXPECT_EQ(plan.roles[0].first_warp, 0);
+    EXPECT_EQ(plan.roles[0].warps, plan.warps_m);
+    EXPECT_EQ(plan.roles[0].registers, 0);
+    EXPECT_TRUE(plan.tmem.empty());
+    EXPECT_TRUE(plan.barriers.empty());
+    EXPECT_TRUE(plan.tma.empty());
+    EXPECT_FALSE(plan.risks.empty());
+  }
+}
+
+TEST(PortablePlan, PreambleCarriesEveryBufferTheKernelReads) {
+  const Plan plan = make_plan(portable_key(128, 128));
+  const std::string source = assemble_source(plan);
+  for (const char* name : {"kSmemQOffset", "kSmemKBytes", "kSmemVOffset", "kSmemOOffset", "kTileM", "kTileN",
+                           "kWarpsM", "kKvStages", "kSmemBytes", "kRescaleThresholdLog2"})
+    EXPECT_NE(source.find(std::string("constexpr int ") + name + " ="), std::string::npos) << name;
+  EXPECT_NE(source.find("fa4_portable_fwd"), std::string::npos);
+}
+
+TEST(PortablePlan, RejectsWhatTheKernelCannotRunWithAReason) {
+  struct Bad {
+    KernelKey key;
+    const char* reason;  // a word the explanation must contain
+  };
+  std::vector<Bad> bad;
+  bad.push_back({portable_key(128, 128, 75), "sm_80"});
+  bad.push_back({portable_key(80, 80), "head_dim"});
+  bad.push_back({portable_key(16, 16), "head_dim"});
+  bad.push_back({portable_key(512, 512), "head_dim"});
+  bad.push_back({portable_key(128, 64), "head_dim_v"});
+  bad.push_back({portable_key(192, 64), "head_dim_v"});
+  KernelKey packed = portable_key(128, 128);
+  packed.gqa_pack = 2;
+  bad.push_back({packed, "gqa_pack"});
+  KernelKey fault = portable_key(128, 128);
+  fault.fault = DebugFault::skip_rescale;
+  bad.push_back({fault, "fault"});
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.key.name());
+    std::string why;
+    EXPECT_FALSE(portable_supports(b.key, &why));
+    EXPECT_NE(why.find(b.reason), std::string::npos) << why;
+    EXPECT_FALSE(portable_supports(b.key, nullptr));  // no crash without a reason pointer
+    try {
+      make_portable_plan(b.key);
+      ADD_FAILURE() << "make_portable_plan accepted an unsupported key";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::unsupported);
+      EXPECT_NE(std::string(e.what()).find(b.reason), std::string::npos) << e.what();
+    }
+  }
+  std::string why;
+  EXPECT_TRUE(portable_supports(portable_key(192, 128), &why)) << why;
+  EXPECT_TRUE(portable_supports(portable_key(32, 32, 120), &why)) << why;
+}
+
+TEST(PortablePlan, LaunchShapeCoversEveryTileOnce) {
+  struct Shape {
+    int64_t batch, seqlen_q, heads_q;
+  };
+  for (const Shape& s : {Shape{1, 1, 1}, Shape{2, 127, 4}, Shape{3, 129, 8}, Shape{1, 4096, 16}, Shape{5, 1000, 3}})
+    for (auto [d, dv] : {std::pair{64, 64}, {128, 128}, {192, 128}, {256, 256}}) {
+      const Plan plan = make_plan(portable_key(d, dv));
+      Problem problem;
+      problem.params.batch = s.batch;
+      problem.params.seqlen_q = s.seqlen_q;
+      problem.params.seqlen_k = 77;
+      problem.params.heads_q = s.heads_q;
+      problem.params.heads_kv = 1;
+      problem.params.head_dim = d;
+      problem.params.head_dim_v = dv;
+      problem.q_heads_per_kv = static_cast<int>(s.heads_q);
+      const LaunchShape shape = portable_launch_shape(plan, problem, 132);
+      const int64_t m_blocks = (s.seqlen_q + plan.tile_m - 1) / plan.tile_m;
+      EXPECT_EQ(shape.grid[0], m_blocks * s.heads_q * s.batch) << d << " " << s.seqlen_q;
+      EXPECT_EQ(shape.grid[1], 1u);
+      EXPECT_EQ(shape.grid[2], 1u);
+      EXPECT_EQ(shape.block[0], static_cast<unsigned>(plan.threads));
+      EXPECT_EQ(shape.smem_bytes, static_cast<unsigned>(plan.smem_bytes));
+      EXPECT_EQ(shape.cluster[0] * shape.cluster[1] * shape.cluster[2], 1u);
+      fa4k::AttentionArgs args{};
+      fill_schedule(plan, problem, 132, args);
+      EXPECT_EQ(args.num_m_blocks, m_blocks);
+      EXPECT_EQ(static_cast<unsigned>(args.total_tiles), shape.grid[0]);
+    }
+}
+
+}  // namespace
+}  // namespace fa4::detail
