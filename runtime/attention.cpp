@@ -232,7 +232,7 @@ struct Attention::Impl {
   const Loaded& load(ContextState& ctx, const KernelKey& key) {
     if (const Loaded* k = find_loaded(ctx.id, key)) return *k;
     // Compile outside load_mutex, so different keys compile concurrently.
-    const bool check = key.backend != Backend::portable && options.self_check && key.fault == DebugFault::none;
+    const bool check = key.backend != Backend::portable && options.self_check;
     KernelKey reference_key = key;
     reference_key.backend = Backend::portable;
     reference_key.arch = ctx.device.arch;
@@ -332,6 +332,13 @@ struct Attention::Impl {
     check_cu(driver().cuLaunchKernelEx(&config, k.function, params, nullptr), "cuLaunchKernelEx");
   }
 
+  // The key of a problem on a device: run(), plan() and launch_shape() all select through here.
+  KernelKey select(const Problem& problem, int arch) const {
+    KernelKey key = select_key(problem, resolve_backend(options.backend, arch), arch);
+    if (key.backend != Backend::portable) key.fault = options.debug_fault;
+    return key;
+  }
+
   int resolve_arch(int requested) {
     if (requested) return requested;
     CUcontext ctx = nullptr;
@@ -349,12 +356,11 @@ const Options& Attention::options() const { return impl_->options; }
 void Attention::run(const AttentionParams& params, CUstream stream) {
   const Problem problem = validate(params);
   ContextState& ctx = impl_->context_state(validate_on_device(stream));
-  const Backend backend = resolve_backend(impl_->options.backend, ctx.device.arch);
-  const KernelKey key = select_key(problem, backend, ctx.device.arch);
+  const KernelKey key = impl_->select(problem, ctx.device.arch);
   const Loaded* k = impl_->find_loaded(ctx.id, key);
   if (!k) {
     check_supported(key);
-    check_runnable(backend, ctx.device.arch);
+    check_runnable(key.backend, ctx.device.arch);
     if (capturing(stream))
       throw Error(ErrorCode::graph_capture, key.name() + " is not loaded in this context and the stream is being captured: "
                                                          "compiling or loading a module would invalidate the capture; "
@@ -414,13 +420,13 @@ PrewarmReport Attention::prewarm(const std::vector<KernelConfig>& configs) {
 Plan Attention::plan(const AttentionParams& params) const {
   const Problem problem = validate(params);
   ContextState& ctx = impl_->context_state(validate_on_device(nullptr));
-  return make_plan(select_key(problem, resolve_backend(impl_->options.backend, ctx.device.arch), ctx.device.arch));
+  return make_plan(impl_->select(problem, ctx.device.arch));
 }
 
 LaunchShape Attention::launch_shape(const AttentionParams& params) const {
   const Problem problem = validate(params);
   ContextState& ctx = impl_->context_state(validate_on_device(nullptr));
-  const Plan plan = make_plan(select_key(problem, resolve_backend(impl_->options.backend, ctx.device.arch), ctx.device.arch));
+  const Plan plan = make_plan(impl_->select(problem, ctx.device.arch));
   return detail::launch_shape(plan, problem, ctx.device.sm_count);
 }
 

@@ -11,10 +11,10 @@
 #   FA4_BUILD_DIR          the carried build directory (default build)
 #   FA4_COMMIT             commit hash to record in the results (the copy here may have no .git)
 #   FA4_CACHE_DIR          kernel cache shared by the stages (default <build>/test-kernel-cache, the tests')
-#   GPU_SESSION_BUDGET_S   wall-clock budget of the whole session (default 480); each stage gets
+#   GPU_SESSION_BUDGET_S   wall-clock budget of the whole session (default 560); each stage gets
 #                          min(its own limit, what is left)
 #   GPU_SESSION_QUICK=1    the short attention sweep (3 sequence lengths per head dim)
-#   GPU_SESSION_CTEST_J    ctest parallelism (default 4)
+#   GPU_SESSION_CTEST_J    ctest parallelism (default 8)
 set -u
 OUT=${OUT:-./gpu-out}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 1
@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.." || exit 1
 REPO=$(pwd)
 BUILD=${FA4_BUILD_DIR:-build}
 LOGS=$(mktemp -d "${TMPDIR:-/tmp}/gpu-session-logs.XXXXXX")
-BUDGET=${GPU_SESSION_BUDGET_S:-480}
+BUDGET=${GPU_SESSION_BUDGET_S:-560}
 SESSION_START=$(date +%s)
 export PYTHONUNBUFFERED=1
 export FA4RT_LIB=${FA4RT_LIB:-$REPO/$BUILD/libfa4rt.so}
@@ -117,8 +117,8 @@ fi
 if wanted tests; then
   [ -d "$BUILD/tests" ] || echo "WARNING: $BUILD/tests missing: was the build carried?"
   # The python oracle (label python) has its own stage.
-  run_stage tests 200 25 "tests passed|No tests were found" \
-    bash -c "cd '$BUILD' && ctest -L gpu -LE python --no-tests=error --output-on-failure --timeout 120 -j ${GPU_SESSION_CTEST_J:-4}; rc=\$?; cp Testing/Temporary/LastTest.log '$LOGS/ctest-LastTest.log' 2>/dev/null; exit \$rc"
+  run_stage tests 330 40 "tests passed|No tests were found" \
+    bash -c "cd '$BUILD' && ctest -L gpu -LE python --no-tests=error --output-on-failure --timeout 240 -j ${GPU_SESSION_CTEST_J:-8}; rc=\$?; cp Testing/Temporary/LastTest.log '$LOGS/ctest-LastTest.log' 2>/dev/null; exit \$rc"
 fi
 
 if wanted oracle; then

@@ -58,6 +58,7 @@ struct Options {
   int max_compile_threads = 0;    // prewarm workers; 0: hardware concurrency, at most 8
   bool self_check = true;         // sm100: compare with the portable kernel on first use of a config
   std::string dump_dir;           // when set, generated sources and NVRTC logs are written here
+  DebugFault debug_fault = DebugFault::none;  // tests only: compile a deliberate defect into sm100 kernels
 
   static Options from_env();
 };

@@ -8,6 +8,7 @@
 #include "runtime/codegen.hpp"
 #include "runtime/nvrtc.hpp"
 #include "runtime/planner.hpp"
+#include "test_util.hpp"
 
 namespace fa4 {
 namespace {

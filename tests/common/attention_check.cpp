@@ -1,0 +1,228 @@
+#include "attention_check.hpp"
+
+#include <cmath>
+#include <functional>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+#include "reference.hpp"
+#include "test_util.hpp"
+
+namespace fa4::test {
+namespace {
+
+struct Tolerance {
+  double atol, rtol, rel_l2;
+};
+Tolerance tolerance(DType dtype) { return dtype == DType::bf16 ? Tolerance{2e-2, 2e-2, 1e-2} : Tolerance{4e-3, 4e-3, 2e-3}; }
+constexpr double kLseAtol = 2e-3, kLseRtol = 1e-4;
+constexpr double kCpuReferenceMaxWork = 2e8;  // multiply-adds; above this the GPU reference is used
+
+// Where one [batch, seq, head, dim] tensor lives: a buffer, an element offset into it, strides.
+struct View {
+  int buffer = 0;
+  int64_t offset = 0;
+  Strides strides;
+  int64_t extent[4] = {0, 0, 0, 0};
+  int64_t end() const {  // one past the last element
+    return offset + (extent[0] - 1) * strides.batch + (extent[1] - 1) * strides.seq + (extent[2] - 1) * strides.head +
+           extent[3];
+  }
+};
+
+View make_view(Layout layout, int buffer, int64_t b, int64_t s, int64_t h, int64_t dim) {
+  View v;
+  v.buffer = buffer;
+  v.extent[0] = b, v.extent[1] = s, v.extent[2] = h, v.extent[3] = dim;
+  switch (layout) {
+    case Layout::contiguous:
+    case Layout::packed_qkv:  // (inputs handled by the caller; O stays contiguous)
+      v.strides = {s * h * dim, h * dim, dim};
+      break;
+    case Layout::head_major:
+      v.strides = {h * s * dim, dim, s * dim};
+      break;
+    case Layout::padded: {  // gaps between heads, rows and batches (all multiples of 8 elements)
+      const int64_t head = dim + 8, seq = h * head + 16;
+      v.strides = {s * seq + 32, seq, head};
+      break;
+    }
+  }
+  return v;
+}
+
+std::string describe(const Case& c, const Shape& s) {
+  std::ostringstream out;
+  out << c.name << ": b=" << c.batch << " sq=" << s.seqlen_q << " sk=" << s.seqlen_k << " hq=" << c.heads_q
+      << " hkv=" << c.heads_kv << " d=" << c.d << " dv=" << c.dv << (c.causal ? " causal" : "") << " "
+      << to_string(c.dtype);
+  return out.str();
+}
+
+}  // namespace
+
+CheckResult check_attention(Attention& attention, Backend expected, const Case& c, const Shape& shape, uint64_t seed) {
+  CheckResult result;
+  std::ostringstream failures;
+  const int64_t b = c.batch, sq = shape.seqlen_q, sk = shape.seqlen_k, hq = c.heads_q, hkv = c.heads_kv;
+
+  // Input views and host buffers (packed: one [b, s, hq + 2 hkv, d] buffer holding q, k and v).
+  View q, k, v;
+  if (c.layout == Layout::packed_qkv) {
+    if (sq != sk || c.d != c.dv) throw std::invalid_argument(c.name + ": packed qkv needs seqlen_q == seqlen_k and d == dv");
+    const int64_t row = (hq + 2 * hkv) * c.d;
+    const Strides st{sq * row, row, c.d};
+    q = make_view(Layout::contiguous, 0, b, sq, hq, c.d);
+    k = make_view(Layout::contiguous, 0, b, sk, hkv, c.d);
+    v = make_view(Layout::contiguous, 0, b, sk, hkv, c.dv);
+    q.strides = k.strides = v.strides = st;
+    k.offset = hq * c.d;
+    v.offset = (hq + hkv) * c.d;
+  } else {
+    q = make_view(c.layout, 0, b, sq, hq, c.d);
+    k = make_view(c.layout, 1, b, sk, hkv, c.d);
+    v = make_view(c.layout, 2, b, sk, hkv, c.dv);
+  }
+  const View o = make_view(c.layout, 0, b, sq, hq, c.dv);
+
+  std::vector<std::vector<uint16_t>> host(3);
+  for (const View* t : {&q, &k, &v})
+    host[t->buffer].resize(std::max<size_t>(host[t->buffer].size(), static_cast<size_t>(t->end())));
+  for (int i = 0; i < 3; ++i)
+    if (!host[i].empty())
+      host[i] = random_halves(c.dtype, host[i].size(), i == 2 || c.layout == Layout::packed_qkv ? 1.f : c.qk_range,
+                              seed * 7 + i);
+  std::vector<DeviceBuffer> dev;
+  for (const auto& h : host) {
+    dev.emplace_back(h.size() * 2);
+    if (!h.empty()) dev.back().upload(h);
+  }
+  auto device_ptr = [&](const View& t) { return dev[t.buffer].ptr() + t.offset * 2; };
+
+  // Outputs, poisoned; the LSE buffer has a guard tail that must stay poisoned.
+  const size_t o_elems = static_cast<size_t>(o.end());
+  DeviceBuffer o_dev(o_elems * 2);
+  o_dev.upload(std::vector<uint16_t>(o_elems, kPoisonHalf));
+  const size_t lse_elems = static_cast<size_t>(b * hq * sq), lse_guard = 64;
+  DeviceBuffer lse_dev((lse_elems + lse_guard) * 4);
+  lse_dev.fill_bytes(0xff);  // NaN
+
+  AttentionParams p;
+  p.q = reinterpret_cast<const void*>(device_ptr(q));
+  p.k = reinterpret_cast<const void*>(device_ptr(k));
+  p.v = reinterpret_cast<const void*>(device_ptr(v));
+  p.o = o_dev.get();
+  p.return_lse = c.lse;
+  p.lse = c.lse ? static_cast<float*>(lse_dev.get()) : nullptr;
+  p.batch = b;
+  p.seqlen_q = sq;
+  p.seqlen_k = sk;
+  p.heads_q = hq;
+  p.heads_kv = hkv;
+  p.head_dim = c.d;
+  p.head_dim_v = c.dv;
+  if (c.layout != Layout::contiguous) {  // contiguous goes through the all-zero default
+    p.q_stride = q.strides;
+    p.k_stride = k.strides;
+    p.v_stride = v.strides;
+    p.o_stride = o.strides;
+  }
+  p.dtype = c.dtype;
+  p.causal = c.causal;
+  p.softmax_scale = c.softmax_scale;
+
+  const Backend selected = attention.plan(p).key.backend;
+  if (selected != expected)
+    throw std::logic_error(c.name + ": the Plan selected " + to_string(selected) + ", expected " + to_string(expected));
+  attention.run(p, nullptr);
+  FA4_CU(cuCtxSynchronize());
+  const std::vector<uint16_t> out = o_dev.download<uint16_t>(o_elems);
+  const std::vector<float> lse = lse_dev.download<float>(lse_elems + lse_guard);
+
+  RefProblem rp;
+  rp.batch = b, rp.seqlen_q = sq, rp.seqlen_k = sk, rp.heads_q = hq, rp.heads_kv = hkv;
+  rp.head_dim = c.d, rp.head_dim_v = c.dv, rp.dtype = c.dtype, rp.causal = c.causal;
+  rp.scale = c.softmax_scale != 0 ? c.softmax_scale : 1.0f / std::sqrt(static_cast<float>(c.d));  // validate.cpp's default
+  rp.q = q.strides, rp.k = k.strides, rp.v = v.strides;
+  const bool on_cpu = rp.work() <= kCpuReferenceMaxWork;
+  const RefResult ref = on_cpu ? reference_attention_cpu(rp, host[q.buffer].data() + q.offset,
+                                                         host[k.buffer].data() + k.offset, host[v.buffer].data() + v.offset)
+                               : reference_attention_gpu(rp, device_ptr(q), device_ptr(k), device_ptr(v));
+  if (c.min_abs_logit > 0 && !(on_cpu && ref.max_abs_logit >= c.min_abs_logit))
+    throw std::logic_error(c.name + ": the inputs did not produce extreme logits on the CPU reference");
+
+  // Every element of O.
+  const Tolerance tol = tolerance(c.dtype);
+  std::vector<bool> logical(o_elems, false);
+  size_t bad = 0, nonfinite = 0;
+  double max_err = 0, err2 = 0, ref2 = 0;
+  std::ostringstream first_bad;
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t s = 0; s < sq; ++s)
+      for (int64_t h = 0; h < hq; ++h)
+        for (int64_t j = 0; j < c.dv; ++j) {
+          const int64_t at = bi * o.strides.batch + s * o.strides.seq + h * o.strides.head + j;
+          logical[at] = true;
+          const double got = from_half(c.dtype, out[at]);
+          const double want = ref.o[((bi * sq + s) * hq + h) * c.dv + j];
+          if (!std::isfinite(got)) ++nonfinite;
+          const double err = std::abs(got - want);
+          max_err = std::isfinite(err) ? std::max(max_err, err) : max_err;
+          err2 += std::isfinite(err) ? err * err : 0;
+          ref2 += want * want;
+          if (!(err <= tol.atol + tol.rtol * std::abs(want))) {
+            if (bad++ < 5)
+              first_bad << "\n  o[b=" << bi << ", s=" << s << ", h=" << h << ", j=" << j << "] = " << got
+                        << ", reference " << want;
+          }
+        }
+  const double rel_l2 = std::sqrt(err2) / std::max(std::sqrt(ref2), 1e-30);
+  if (nonfinite) failures << "\n" << nonfinite << " NaN/inf in O (poison left unwritten or a NaN leak)";
+  if (bad)
+    failures << "\n" << bad << " of " << b * sq * hq * c.dv << " O elements out of tolerance (max error " << max_err
+             << ", reference " << (on_cpu ? "CPU fp64" : "GPU fp32") << ")" << first_bad.str();
+  if (!(rel_l2 <= tol.rel_l2)) failures << "\nrelative L2 error of O " << rel_l2 << " > " << tol.rel_l2;
+  size_t touched = 0;
+  for (size_t i = 0; i < o_elems; ++i)
+    if (!logical[i] && out[i] != kPoisonHalf) ++touched;
+  if (touched) failures << "\n" << touched << " elements outside O's logical extent (stride padding) were written";
+
+  // Every LSE value, and the guard past its end.
+  size_t lse_bad = 0;
+  std::ostringstream lse_first;
+  for (size_t i = 0; c.lse && i < lse_elems; ++i) {
+    const double want = ref.lse[i], got = lse[i];
+    const bool ok = std::isinf(want) ? (std::isinf(got) && got < 0)
+                                     : std::abs(got - want) <= kLseAtol + kLseRtol * std::abs(want);
+    if (!ok && lse_bad++ < 5) lse_first << "\n  lse[" << i << "] = " << got << ", reference " << want;
+  }
+  if (lse_bad) failures << "\n" << lse_bad << " LSE values out of tolerance" << lse_first.str();
+  for (size_t i = c.lse ? lse_elems : 0; i < lse_elems + lse_guard; ++i)
+    if (!std::isnan(lse[i])) {
+      failures << "\nLSE buffer element " << i << " was written" << (c.lse ? " (past the end)" : " with return_lse off");
+      break;
+    }
+
+  result.failures = failures.str();
+  result.passed = result.failures.empty();
+  result.max_error = max_err;
+  result.rel_l2 = rel_l2;
+  std::ostringstream summary;
+  summary << describe(c, shape) << ": max |err| " << max_err << ", rel L2 " << rel_l2
+          << (on_cpu ? " (CPU fp64 ref)" : " (GPU fp32 ref)");
+  result.summary = summary.str();
+  return result;
+}
+
+void expect_case_passes(Attention& attention, Backend expected, const Case& c, const char* tag) {
+  uint64_t seed = std::hash<std::string>{}(c.name);
+  for (const Shape& shape : c.shapes) {
+    const CheckResult r = check_attention(attention, expected, c, shape, ++seed);
+    EXPECT_TRUE(r.passed) << r.summary << r.failures;
+    std::cout << "[" << tag << "] " << r.summary << (r.passed ? "" : "  FAILED") << "\n";
+  }
+}
+
+
+}  // namespace fa4::test

@@ -1,0 +1,57 @@
+// One attention problem through the public API, checked element by element against the reference:
+// random inputs, outputs poisoned with NaN before the run, EVERY element of O (and of the LSE) compared
+// with the float64 CPU reference (small problems) or the float32 GPU reference (large ones), and the
+// padding around strided outputs checked untouched. Shared by the portable and the sm100 suites.
+//
+// Tolerance (per element, |out - ref| <= atol + rtol * |ref|, plus a relative L2 norm of the error):
+//   bf16: atol = rtol = 2e-2, L2 1e-2 (P and O are rounded to 8-bit mantissas, 2^-9 relative each);
+//   fp16: atol = rtol = 4e-3, L2 2e-3 (11-bit mantissas);
+//   LSE (fp32): 2e-3 + 1e-4 * |ref|; -inf exactly where the row sees no key.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "fa4/fa4.hpp"
+
+namespace fa4::test {
+
+enum class Layout { contiguous, head_major, padded, packed_qkv };
+
+struct Shape {
+  int64_t seqlen_q, seqlen_k;
+};
+
+struct Case {
+  std::string name;
+  DType dtype = DType::bf16;
+  int d = 128, dv = 128;
+  bool causal = false;
+  bool lse = true;
+  int64_t batch = 1, heads_q = 1, heads_kv = 1;
+  std::vector<Shape> shapes;
+  Layout layout = Layout::contiguous;
+  float qk_range = 1.f;          // q and k uniform in [-qk_range, qk_range]; v in [-1, 1]
+  float softmax_scale = 0.f;     // 0: the library default 1/sqrt(d)
+  double min_abs_logit = 0;      // the case must reach at least this max |q.k| (extreme-logit cases)
+};
+
+inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }  // readable test listings
+
+struct CheckResult {
+  bool passed = false;      // every element within tolerance, no NaN, padding and LSE guard untouched
+  double max_error = 0;     // max |O - reference|
+  double rel_l2 = 0;
+  std::string failures;     // what failed, with the first offending elements
+  std::string summary;      // one line for the log
+};
+
+// Runs the case's shape on `attention` (whose Plan must select `expected`) in the current context.
+CheckResult check_attention(Attention& attention, Backend expected, const Case& c, const Shape& shape, uint64_t seed);
+
+// Runs every shape of the case; EXPECTs each to pass and logs one line per shape with `tag`.
+void expect_case_passes(Attention& attention, Backend expected, const Case& c, const char* tag);
+
+}  // namespace fa4::test
