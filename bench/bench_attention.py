@@ -170,6 +170,7 @@ def main():
 
     attn = None
     try:
+        torch.zeros(1, device="cuda")  # prewarm compiles for the current context's device: create it first
         attn = fa4rt.Attention()
         meta["fa4rt"] = "%s (%s)" % (fa4rt.version(), fa4rt.library_path())
         configs = {tuple(sorted(fa4rt.config(args.dtype, s.head_dim, causal=s.causal,

@@ -237,6 +237,7 @@ struct Attention::Impl {
     reference_key.backend = Backend::portable;
     reference_key.arch = ctx.device.arch;
     reference_key.gqa_pack = 1;
+    reference_key.fault = DebugFault::none;
     std::shared_ptr<const Built> b = build(key);
     std::shared_ptr<const Built> reference_built = check ? build(reference_key) : nullptr;
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <regex>
 
 #include "fa4/error.hpp"
 
@@ -65,6 +66,21 @@ CompiledKernel nvrtc_compile(const std::string& source, const std::vector<std::s
   result.milliseconds =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+ResourceUsage parse_ptxas_report(const std::string& log) {
+  ResourceUsage r;
+  std::smatch m;
+  if (std::regex_search(log, m, std::regex(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)"))) {
+    r.stack_bytes = std::stoi(m[1]);
+    r.spill_store_bytes = std::stoi(m[2]);
+    r.spill_load_bytes = std::stoi(m[3]);
+    if (std::regex_search(log, m, std::regex(R"(Used (\d+) registers)"))) {
+      r.registers = std::stoi(m[1]);
+      r.found = true;
+    }
+  }
+  return r;
 }
 
 std::string nvrtc_version() {

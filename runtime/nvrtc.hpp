@@ -20,4 +20,14 @@ CompiledKernel nvrtc_compile(const std::string& source, const std::vector<std::s
 // "major.minor" of the loaded NVRTC, part of every cache key.
 std::string nvrtc_version();
 
+// The kernel resources ptxas reports in the log of a compile with "--ptxas-options=--verbose".
+struct ResourceUsage {
+  bool found = false;  // the log held a report
+  int registers = 0;
+  int spill_store_bytes = 0;
+  int spill_load_bytes = 0;
+  int stack_bytes = 0;
+};
+ResourceUsage parse_ptxas_report(const std::string& log);
+
 }  // namespace fa4::detail

@@ -4,6 +4,9 @@
 //   fa4rt plan [config] [--seqlen-q N --seqlen-k N] [--dot]
 //                                            print the Plan report of one configuration (or its barrier DOT)
 //   fa4rt dump --out DIR [config]            write one configuration's generated source and cubin
+//   fa4rt resources [--arch N] [--backend B] compile every supported configuration with ptxas --verbose
+//                                            and print a Markdown table: compile ms, registers, spills,
+//                                            shared memory, TMEM columns, stages
 // config: --arch N --backend auto|portable|sm100|sm100_emulated --dtype bf16|fp16 --d N --dv N --causal
 //         --lse --qh-per-kv N
 #include <chrono>
@@ -37,7 +40,8 @@ struct Args {
             << "usage: fa4rt prewarm [--arch N] [--backend B]\n"
             << "       fa4rt plan [--arch N] [--backend B] [--dtype bf16|fp16] [--d N] [--dv N] [--causal] [--lse]\n"
             << "                  [--qh-per-kv N] [--seqlen-q N --seqlen-k N] [--dot]\n"
-            << "       fa4rt dump --out DIR [config options as for plan]\n";
+            << "       fa4rt dump --out DIR [config options as for plan]\n"
+            << "       fa4rt resources [--arch N] [--backend B]\n";
   std::exit(2);
 }
 
@@ -122,6 +126,26 @@ int prewarm(const Args& a) {
   return report.failures.empty() ? 0 : 1;
 }
 
+int resources(const Args& a) {
+  const int arch = a.config.arch;
+  std::cout << "| configuration | target | compile ms | registers | spill st/ld B | stack B | smem B | TMEM cols | KV stages |\n"
+            << "|---|---|---|---|---|---|---|---|---|\n";
+  int failures = 0;
+  for (const KernelConfig& c : supported_configs(a.config.backend, arch)) {
+    const KernelKey key = detail::key_for_config(c, arch);
+    const Plan p = detail::make_plan(key);
+    std::vector<std::string> options = detail::compile_options(key);
+    options.push_back("--ptxas-options=--verbose");
+    const detail::CompiledKernel k = detail::nvrtc_compile(detail::assemble_source(p), options, key.name(), "");
+    const detail::ResourceUsage r = detail::parse_ptxas_report(k.log);
+    failures += !r.found || r.spill_store_bytes || r.spill_load_bytes;
+    std::cout << "| " << key.name() << " | " << key.target() << " | " << std::fixed << std::setprecision(0) << k.milliseconds
+              << " | " << r.registers << " | " << r.spill_store_bytes << "/" << r.spill_load_bytes << " | " << r.stack_bytes
+              << " | " << p.smem_bytes << " | " << p.tmem_columns << " | " << p.kv_stages << " |\n";
+  }
+  return failures ? 1 : 0;
+}
+
 int plan(const Args& a) {
   const Plan p = detail::make_plan(detail::key_for_config(a.config, a.config.arch));
   std::cout << (a.dot ? detail::barrier_dot(p) : detail::plan_report(p, a.seqlen_q, a.seqlen_k));
@@ -148,6 +172,7 @@ int main(int argc, char** argv) {
     if (a.command == "prewarm") return prewarm(a);
     if (a.command == "plan") return plan(a);
     if (a.command == "dump") return dump(a);
+    if (a.command == "resources") return resources(a);
     usage("unknown command '" + a.command + "'");
   } catch (const fa4::Error& e) {
     std::cerr << "fa4rt: error (" << fa4::to_string(e.code()) << "): " << e.what() << "\n";

@@ -37,7 +37,12 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 void DeviceBuffer::upload(const void* host, size_t bytes) { FA4_CU(cuMemcpyHtoD(ptr_, host, bytes)); }
 void DeviceBuffer::download(void* host, size_t bytes) const { FA4_CU(cuMemcpyDtoH(host, ptr_, bytes)); }
-void DeviceBuffer::fill_bytes(uint8_t value) { FA4_CU(cuMemsetD8(ptr_, value, bytes_)); }
+// cuMemsetD8 is asynchronous for device memory (legacy stream): wait, so that it cannot land after a
+// kernel enqueued next on a non-blocking stream.
+void DeviceBuffer::fill_bytes(uint8_t value) {
+  FA4_CU(cuMemsetD8(ptr_, value, bytes_));
+  FA4_CU(cuCtxSynchronize());
+}
 
 std::vector<uint16_t> random_halves(DType dtype, size_t count, float scale, uint64_t seed) {
   std::mt19937_64 rng(seed);

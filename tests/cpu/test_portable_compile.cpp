@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <iostream>
-#include <regex>
 
 #include "fa4/fa4.hpp"
 #include "jit_probe.hpp"
@@ -33,15 +32,6 @@ std::vector<CompileCase> all_cases() {
   return out;
 }
 
-// All matches of `pattern` (one capture group, a number) in the ptxas log.
-std::vector<long> numbers(const std::string& log, const std::string& pattern) {
-  std::vector<long> out;
-  const std::regex re(pattern);
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator(); ++it)
-    out.push_back(std::stol((*it)[1].str()));
-  return out;
-}
-
 class PortableCompile : public ::testing::TestWithParam<CompileCase> {};
 
 TEST_P(PortableCompile, BuildsACubinWithoutSpills) {
@@ -55,23 +45,17 @@ TEST_P(PortableCompile, BuildsACubinWithoutSpills) {
   const std::string& log = kernel.log;
   ASSERT_NE(log.find("Compiling entry function '" + plan.kernel_name + "'"), std::string::npos)
       << "no ptxas report for the kernel in the log:\n" << log;
-  const std::vector<long> stores = numbers(log, R"((\d+) bytes spill stores)");
-  const std::vector<long> loads = numbers(log, R"((\d+) bytes spill loads)");
-  const std::vector<long> stack = numbers(log, R"((\d+) bytes stack frame)");
-  const std::vector<long> registers = numbers(log, R"(Used (\d+) registers)");
-  ASSERT_EQ(stores.size(), 1u) << log;
-  ASSERT_EQ(loads.size(), 1u) << log;
-  ASSERT_EQ(stack.size(), 1u) << log;
-  ASSERT_EQ(registers.size(), 1u) << log;
-  EXPECT_EQ(stores[0], 0) << "spill stores\n" << log;
-  EXPECT_EQ(loads[0], 0) << "spill loads\n" << log;
-  EXPECT_EQ(stack[0], 0) << "local memory stack frame\n" << log;
-  EXPECT_LE(registers[0] * plan.threads, 65536) << log;
+  const ResourceUsage r = parse_ptxas_report(log);
+  ASSERT_TRUE(r.found) << log;
+  EXPECT_EQ(r.spill_store_bytes, 0) << "spill stores\n" << log;
+  EXPECT_EQ(r.spill_load_bytes, 0) << "spill loads\n" << log;
+  EXPECT_EQ(r.stack_bytes, 0) << "local memory stack frame\n" << log;
+  EXPECT_LE(r.registers * plan.threads, 65536) << log;
 
   RecordProperty("compile_ms", static_cast<int>(kernel.milliseconds));
-  RecordProperty("registers", static_cast<int>(registers[0]));
+  RecordProperty("registers", r.registers);
   std::cout << "[portable-compile] " << key.name() << ": " << static_cast<int>(kernel.milliseconds) << " ms, "
-            << registers[0] << " registers, smem " << plan.smem_bytes << " B, tile " << plan.tile_m << "x"
+            << r.registers << " registers, smem " << plan.smem_bytes << " B, tile " << plan.tile_m << "x"
             << plan.tile_n << "\n";
 }
 

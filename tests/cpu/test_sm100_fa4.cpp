@@ -2,8 +2,6 @@
 // for sm_100a (resource report: no spills, shared memory within the limit) and for its sm_90a emulation.
 #include <gtest/gtest.h>
 
-#include <regex>
-
 #include "fa4/fa4.hpp"
 #include "runtime/codegen.hpp"
 #include "runtime/nvrtc.hpp"
@@ -82,16 +80,16 @@ TEST_P(Sm100Compile, CompilesWithoutSpills) {
   options.push_back("--ptxas-options=--verbose");
   const detail::CompiledKernel k = detail::nvrtc_compile(source, options, key.name(), "");
   ASSERT_GT(k.cubin.size(), 1000u);
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(k.log, m, std::regex(R"((\d+) bytes spill stores, (\d+) bytes spill loads)"))) << k.log;
+  const detail::ResourceUsage r = detail::parse_ptxas_report(k.log);
+  ASSERT_TRUE(r.found) << k.log;
   if (key.backend == Backend::sm100) {
-    EXPECT_EQ(m[1], "0") << "spill stores in " << key.name() << "\n" << k.log;
-    EXPECT_EQ(m[2], "0") << "spill loads in " << key.name() << "\n" << k.log;
+    EXPECT_EQ(r.spill_store_bytes, 0) << "spill stores in " << key.name() << "\n" << k.log;
+    EXPECT_EQ(r.spill_load_bytes, 0) << "spill loads in " << key.name() << "\n" << k.log;
+    EXPECT_EQ(r.stack_bytes, 0) << "local memory in " << key.name() << "\n" << k.log;
   }
-  ASSERT_TRUE(std::regex_search(k.log, m, std::regex(R"(Used (\d+) registers)"))) << k.log;
-  EXPECT_LE(std::stoi(m[1]), 128) << "launch bounds (512 threads, 1 CTA/SM) cap registers at 128";
-  std::cout << key.name() << ": " << k.milliseconds << " ms, ptxas: "
-            << std::regex_replace(k.log.substr(k.log.rfind("ptxas info    : Used")), std::regex("\n"), " ") << "\n";
+  EXPECT_LE(r.registers, 128) << "launch bounds (512 threads, 1 CTA/SM) cap registers at 128";
+  std::cout << key.name() << ": " << k.milliseconds << " ms, " << r.registers << " registers, spills " << r.spill_store_bytes
+            << "/" << r.spill_load_bytes << " B\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(Hardware, Sm100Compile, testing::ValuesIn(sm100_keys(Backend::sm100)), key_label);

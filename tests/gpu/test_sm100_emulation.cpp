@@ -30,6 +30,7 @@ using sm100::kEmuTmemSlotBytes;
   do {                                                                                            \
     FA4_REQUIRE_GPU();                                                                            \
     if (device_cc() != 90) GTEST_SKIP() << "SKIPPED: the tcgen05 emulation tests need an sm_90 GPU"; \
+    env(); /* the process's context, current before the test allocates */                       \
   } while (0)
 
 int device_cc() {
