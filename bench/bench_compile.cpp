@@ -38,14 +38,10 @@ struct Row {
 };
 
 int current_arch_or(int fallback) {
-  using fa4::detail::driver;
   if (!fa4::detail::driver_available()) return fallback;
   CUdevice dev = 0;
-  int major = 0, minor = 0;
   FA4_CU(cuDeviceGet(&dev, 0));
-  FA4_CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  FA4_CU(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-  return major * 10 + minor;
+  return fa4::detail::device_arch(dev);
 }
 
 Target parse_target(const std::string& text) {

@@ -6,6 +6,7 @@
 //   bench_overhead [--calls N] [--reps R] [--seqlen S] [--head-dim D] [--causal]
 //
 // Exit status: 0 within target, 1 over target or error, 77 no GPU (prints SKIPPED).
+#include <memory>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -59,22 +60,7 @@ class BareKernel {
     params_[0] = &args_;
     for (int i = 0; i < maps; ++i) params_[1 + i] = &maps_[i];
 
-    config_.gridDimX = shape.grid[0];
-    config_.gridDimY = shape.grid[1];
-    config_.gridDimZ = shape.grid[2];
-    config_.blockDimX = shape.block[0];
-    config_.blockDimY = shape.block[1];
-    config_.blockDimZ = shape.block[2];
-    config_.sharedMemBytes = shape.smem_bytes;
-    config_.hStream = stream;
-    if (shape.cluster[0] * shape.cluster[1] * shape.cluster[2] > 1) {
-      cluster_.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-      cluster_.value.clusterDim.x = shape.cluster[0];
-      cluster_.value.clusterDim.y = shape.cluster[1];
-      cluster_.value.clusterDim.z = shape.cluster[2];
-      config_.attrs = &cluster_;
-      config_.numAttrs = 1;
-    }
+    config_ = std::make_unique<detail::LaunchConfig>(shape, stream);
     std::printf("kernel %s: grid %u x %u x %u, block %u, smem %u B, %d TMA maps, compiled in %.0f ms\n",
                 plan_.key.name().c_str(), shape.grid[0], shape.grid[1], shape.grid[2], shape.block[0], shape.smem_bytes,
                 maps, compiled.milliseconds);
@@ -85,7 +71,7 @@ class BareKernel {
     if (module_) driver().cuModuleUnload(module_);
   }
 
-  void launch() { FA4_CU(cuLaunchKernelEx(&config_, function_, params_, nullptr)); }
+  void launch() { FA4_CU(cuLaunchKernelEx(config_->get(), function_, params_, nullptr)); }
 
  private:
   Plan plan_;
@@ -95,8 +81,7 @@ class BareKernel {
   fa4k::AttentionArgs args_{};
   CUtensorMap maps_[detail::kMaxTmaDescriptors];
   void* params_[1 + detail::kMaxTmaDescriptors] = {};
-  CUlaunchConfig config_{};
-  CUlaunchAttribute cluster_{};
+  std::unique_ptr<detail::LaunchConfig> config_;
 };
 
 struct Timing {

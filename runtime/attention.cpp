@@ -118,7 +118,7 @@ DeviceInfo read_device_info(CUcontext) {
   };
   DeviceInfo info;
   info.ordinal = static_cast<int>(dev);
-  info.arch = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) * 10 + attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  info.arch = device_arch(dev);
   info.sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   info.smem_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   char name[256] = {};
@@ -312,25 +312,8 @@ struct Attention::Impl {
     void* params[1 + kMaxTmaDescriptors] = {&args};
     for (int i = 0; i < map_count; ++i) params[1 + i] = &maps[i];
 
-    CUlaunchConfig config = {};
-    config.gridDimX = shape.grid[0];
-    config.gridDimY = shape.grid[1];
-    config.gridDimZ = shape.grid[2];
-    config.blockDimX = shape.block[0];
-    config.blockDimY = shape.block[1];
-    config.blockDimZ = shape.block[2];
-    config.sharedMemBytes = shape.smem_bytes;
-    config.hStream = stream;
-    CUlaunchAttribute cluster;
-    if (shape.cluster[0] * shape.cluster[1] * shape.cluster[2] > 1) {
-      cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-      cluster.value.clusterDim.x = shape.cluster[0];
-      cluster.value.clusterDim.y = shape.cluster[1];
-      cluster.value.clusterDim.z = shape.cluster[2];
-      config.attrs = &cluster;
-      config.numAttrs = 1;
-    }
-    check_cu(driver().cuLaunchKernelEx(&config, k.function, params, nullptr), "cuLaunchKernelEx");
+    const LaunchConfig config(shape, stream);
+    check_cu(driver().cuLaunchKernelEx(config.get(), k.function, params, nullptr), "cuLaunchKernelEx");
   }
 
   // The key of a problem on a device: run(), plan() and launch_shape() all select through here.

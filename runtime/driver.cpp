@@ -58,6 +58,13 @@ const DriverApi& driver() {
   return d.api;
 }
 
+int device_arch(CUdevice device) {
+  int major = 0, minor = 0;
+  check_cu(driver().cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device), "cuDeviceGetAttribute");
+  check_cu(driver().cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device), "cuDeviceGetAttribute");
+  return major * 10 + minor;
+}
+
 void check_cu(CUresult result, const char* what) {
   if (result == CUDA_SUCCESS) return;
   const char* name = "CUDA_ERROR_UNKNOWN";

@@ -39,6 +39,9 @@ std::string driver_unavailable_reason();
 // The loaded driver; throws fa4::Error(cuda_error) when it is not available.
 const DriverApi& driver();
 
+// Compute capability x10 (90 for sm_90, 100 for sm_100) of a device.
+int device_arch(CUdevice device);
+
 // Throws fa4::Error(cuda_error) naming `what` and the driver's error name and text.
 void check_cu(CUresult result, const char* what);
 

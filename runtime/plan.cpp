@@ -180,6 +180,25 @@ LaunchShape launch_shape(const Plan& plan, const Problem& problem, int sm_count)
                                                : sm100_launch_shape(plan, problem, sm_count);
 }
 
+LaunchConfig::LaunchConfig(const LaunchShape& shape, CUstream stream) {
+  config_.gridDimX = shape.grid[0];
+  config_.gridDimY = shape.grid[1];
+  config_.gridDimZ = shape.grid[2];
+  config_.blockDimX = shape.block[0];
+  config_.blockDimY = shape.block[1];
+  config_.blockDimZ = shape.block[2];
+  config_.sharedMemBytes = shape.smem_bytes;
+  config_.hStream = stream;
+  if (shape.cluster[0] * shape.cluster[1] * shape.cluster[2] > 1) {
+    cluster_.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster_.value.clusterDim.x = shape.cluster[0];
+    cluster_.value.clusterDim.y = shape.cluster[1];
+    cluster_.value.clusterDim.z = shape.cluster[2];
+    config_.attrs = &cluster_;
+    config_.numAttrs = 1;
+  }
+}
+
 int tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out) {
   return plan.key.backend == Backend::portable ? 0 : sm100_tma_descriptors(plan, problem, out);
 }

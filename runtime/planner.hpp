@@ -31,6 +31,19 @@ void check_supported(const KernelKey& key);
 
 Plan make_plan(const KernelKey& key);
 LaunchShape launch_shape(const Plan& plan, const Problem& problem, int sm_count);
+// The cuLaunchKernelEx configuration of a launch shape (it points at its own cluster attribute: not copyable).
+class LaunchConfig {
+ public:
+  LaunchConfig(const LaunchShape& shape, CUstream stream);
+  LaunchConfig(const LaunchConfig&) = delete;
+  LaunchConfig& operator=(const LaunchConfig&) = delete;
+  const CUlaunchConfig* get() const { return &config_; }
+
+ private:
+  CUlaunchConfig config_{};
+  CUlaunchAttribute cluster_{};
+};
+
 // TMA descriptors passed after the argument block (none for the portable kernel); returns how many.
 constexpr int kMaxTmaDescriptors = 4;
 int tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out);

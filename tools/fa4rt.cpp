@@ -48,11 +48,8 @@ struct Args {
 int current_device_arch() {
   if (!detail::driver_available()) return 0;
   CUdevice dev;
-  int major = 0, minor = 0;
   FA4_CU(cuDeviceGet(&dev, 0));
-  FA4_CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  FA4_CU(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-  return major * 10 + minor;
+  return detail::device_arch(dev);
 }
 
 Args parse(int argc, char** argv) {

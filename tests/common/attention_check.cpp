@@ -215,6 +215,69 @@ CheckResult check_attention(Attention& attention, Backend expected, const Case& 
   return result;
 }
 
+namespace {
+std::vector<Case> both_masks(Case c) {
+  std::vector<Case> out;
+  for (bool causal : {false, true}) {
+    c.causal = causal;
+    out.push_back(c);
+    out.back().name += mask_name(causal);
+  }
+  return out;
+}
+void append(std::vector<Case>& to, const std::vector<Case>& from) { to.insert(to.end(), from.begin(), from.end()); }
+}  // namespace
+
+std::vector<Case> head_dim_cases(const HeadDims& dims) {
+  std::vector<Case> cases;
+  for (auto [d, dv] : dims) {
+    Case c;
+    c.name = "bf16_" + dim_name(d, dv) + "_";
+    c.d = d, c.dv = dv, c.batch = 2, c.heads_q = 4, c.heads_kv = 2;
+    c.shapes = {{257, 190}, {130, 333}};
+    append(cases, both_masks(c));
+  }
+  return cases;
+}
+
+std::vector<Case> fp16_mqa_cases(const HeadDims& dims) {
+  std::vector<Case> cases;
+  for (auto [d, dv] : dims) {
+    Case c;
+    c.name = "fp16_" + dim_name(d, dv) + "_";
+    c.dtype = DType::fp16, c.d = d, c.dv = dv, c.heads_q = 4, c.heads_kv = 1;
+    c.shapes = {{200, 300}, {300, 200}};
+    append(cases, both_masks(c));
+  }
+  return cases;
+}
+
+std::vector<Case> gqa_cases(const std::vector<Heads>& heads) {
+  std::vector<Case> cases;
+  for (const Heads& h : heads) {
+    Case c;
+    c.name = std::string(h.name) + "_bf16_d128_";
+    c.batch = 2, c.heads_q = h.q, c.heads_kv = h.kv;
+    c.shapes = {{300, 300}, {100, 260}};
+    append(cases, both_masks(c));
+  }
+  return cases;
+}
+
+std::vector<Case> extreme_logit_cases() {
+  std::vector<Case> cases;
+  for (DType dtype : {DType::bf16, DType::fp16}) {
+    Case c;
+    c.name = std::string("extreme_") + to_string(dtype) + "_d128_";
+    c.dtype = dtype, c.heads_q = 2, c.heads_kv = 1;
+    c.qk_range = 26.f;  // 128 products of up to 676: max |q.k| around 1e4
+    c.min_abs_logit = 5e3;
+    c.shapes = {{300, 400}, {400, 300}};
+    append(cases, both_masks(c));
+  }
+  return cases;
+}
+
 void expect_case_passes(Attention& attention, Backend expected, const Case& c, const char* tag) {
   uint64_t seed = std::hash<std::string>{}(c.name);
   for (const Shape& shape : c.shapes) {

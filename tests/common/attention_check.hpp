@@ -40,6 +40,25 @@ struct Case {
 
 inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }  // readable test listings
 
+// Pieces of case names: "d128", "d192_dv128"; "causal", "full".
+inline std::string dim_name(int d, int dv) { return "d" + std::to_string(d) + (d != dv ? "_dv" + std::to_string(dv) : ""); }
+inline std::string mask_name(bool causal) { return causal ? "causal" : "full"; }
+
+// Case families both kernel suites run (each suite adds its own specific cases).
+using HeadDims = std::vector<std::pair<int, int>>;
+struct Heads {
+  const char* name;
+  int64_t q, kv;
+};
+// bf16, causal and full, GQA 2, tails on both sides, seqlen_q > seqlen_k and <.
+std::vector<Case> head_dim_cases(const HeadDims& dims);
+// fp16 with MQA, causal and full.
+std::vector<Case> fp16_mqa_cases(const HeadDims& dims);
+// bf16 d128 with the given q/kv head counts, causal and full.
+std::vector<Case> gqa_cases(const std::vector<Heads>& heads);
+// |q.k| up to ~1e4 (softmax near one-hot, many rescales), bf16 and fp16, causal and full.
+std::vector<Case> extreme_logit_cases();
+
 struct CheckResult {
   bool passed = false;      // every element within tolerance, no NaN, padding and LSE guard untouched
   double max_error = 0;     // max |O - reference|

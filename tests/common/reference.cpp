@@ -59,10 +59,7 @@ const JitModule& reference_module() {
   if (!module) {
     CUdevice dev = 0;
     FA4_CU(cuCtxGetDevice(&dev));
-    int major = 0, minor = 0;
-    FA4_CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-    FA4_CU(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-    module = std::make_unique<JitModule>("reference/attention_ref.cu", "sm_" + std::to_string(major * 10 + minor));
+    module = std::make_unique<JitModule>("reference/attention_ref.cu", "sm_" + std::to_string(detail::device_arch(dev)));
   }
   return *module;
 }

@@ -22,6 +22,16 @@ namespace fa4::test {
       GTEST_SKIP() << "SKIPPED: no CUDA device (" << ::fa4::detail::driver_unavailable_reason() << ")"; \
   } while (0)
 
+// Skips unless device 0 is an sm_90 GPU: the tcgen05 emulation (sm_90a code) runs only there.
+#define FA4_REQUIRE_SM90()                                                                              \
+  do {                                                                                                  \
+    FA4_REQUIRE_GPU();                                                                                  \
+    CUdevice dev0 = 0;                                                                                  \
+    FA4_CU(cuDeviceGet(&dev0, 0));                                                                      \
+    if (const int arch = ::fa4::detail::device_arch(dev0); arch != 90)                                  \
+      GTEST_SKIP() << "SKIPPED: the tcgen05 emulation runs on sm_90 devices, this one is sm_" << arch; \
+  } while (0)
+
 // Makes the primary context of `ordinal` current for the lifetime of the object.
 class PrimaryContext {
  public:

@@ -24,10 +24,14 @@
 #include "cache/disk_cache.hpp"
 #include "cache/kernel_cache.hpp"
 #include "runtime/log.hpp"
+#include "cache_fixtures.hpp"
 #include "test_util.hpp"
 
 namespace fa4::cache {
 namespace {
+
+using fa4::test::random_bytes;
+using fa4::test::test_key;
 
 namespace fs = std::filesystem;
 using fa4::test::TempDir;
@@ -75,21 +79,6 @@ class WarningCounter {
   spdlog::level::level_enum level_;
 };
 
-std::vector<char> random_bytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<char> bytes(n);
-  for (char& b : bytes) b = static_cast<char>(rng());
-  return bytes;
-}
-
-CacheKey test_key(const std::string& name) {
-  KeyInputs in;
-  in.source = name;
-  in.nvrtc_version = "13.0";
-  in.target = "sm_100a";
-  in.library_version = "test";
-  return make_cache_key(in);
-}
 
 std::vector<char> read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

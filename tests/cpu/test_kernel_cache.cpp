@@ -20,29 +20,18 @@
 #include "cache/kernel_cache.hpp"
 #include "fa4/error.hpp"
 #include "runtime/log.hpp"
+#include "cache_fixtures.hpp"
 #include "test_util.hpp"
 
 namespace fa4::cache {
 namespace {
 
+using fa4::test::random_bytes;
+using fa4::test::test_key;
+
 using namespace std::chrono_literals;
 using fa4::test::TempDir;
 
-Cubin random_cubin(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  Cubin bytes(n);
-  for (char& b : bytes) b = static_cast<char>(rng());
-  return bytes;
-}
-
-CacheKey test_key(const std::string& name) {
-  KeyInputs in;
-  in.source = name;
-  in.nvrtc_version = "13.0";
-  in.target = "sm_100a";
-  in.library_version = "test";
-  return make_cache_key(in);
-}
 
 // Releases all waiting threads at once, so that they really call get() together.
 class StartLine {
@@ -68,7 +57,7 @@ TEST(KernelCache, SameKeyOnSixteenThreadsBuildsOnce) {
   DiskCache disk(tmp.path());
   KernelCache cache(&disk);
   const CacheKey key = test_key("same key");
-  const Cubin cubin = random_cubin(5000, 1);
+  const Cubin cubin = random_bytes(5000, 1);
   std::atomic<int> calls{0};
   auto build = [&] {
     ++calls;
@@ -166,7 +155,7 @@ TEST(KernelCache, FailedBuildReachesAllWaitersAndIsNotCached) {
   EXPECT_FALSE(disk.load(key).has_value());
 
   // The next call builds again, and succeeds.
-  const Cubin cubin = random_cubin(300, 3);
+  const Cubin cubin = random_bytes(300, 3);
   const Lookup r = cache.get(key, "fails", [&] { return cubin; });
   EXPECT_EQ(r.origin, Origin::compiled);
   EXPECT_EQ(*r.cubin, cubin);
@@ -183,7 +172,7 @@ TEST(KernelCache, NoJitMissThrowsNotCached) {
   int calls = 0;
   auto build = [&] {
     ++calls;
-    return random_cubin(100, 4);
+    return random_bytes(100, 4);
   };
   try {
     cache.get(key, description, build, /*allow_build=*/false);
@@ -207,7 +196,7 @@ TEST(KernelCache, NoJitMissThrowsNotCached) {
 TEST(KernelCache, DiskHitInAFreshCacheDoesNotBuild) {
   TempDir tmp;
   const CacheKey key = test_key("disk hit");
-  const Cubin cubin = random_cubin(7000, 5);
+  const Cubin cubin = random_bytes(7000, 5);
   {
     DiskCache disk(tmp.path());
     KernelCache cache(&disk);
@@ -230,7 +219,7 @@ TEST(KernelCache, CorruptDiskEntryIsRebuiltAndReplaced) {
   TempDir tmp;
   DiskCache disk(tmp.path());
   const CacheKey key = test_key("corrupt");
-  disk.store(key, random_cubin(2000, 6));
+  disk.store(key, random_bytes(2000, 6));
   {
     std::fstream f(disk.entry_path(key), std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(sizeof(EntryHeader) + 1000);
@@ -238,7 +227,7 @@ TEST(KernelCache, CorruptDiskEntryIsRebuiltAndReplaced) {
     f.seekp(sizeof(EntryHeader) + 1000);
     f.put(static_cast<char>(byte ^ 0x20));  // one flipped bit: the checksum no longer matches
   }
-  const Cubin fresh_bytes = random_cubin(2100, 7);
+  const Cubin fresh_bytes = random_bytes(2100, 7);
   KernelCache cache(&disk);
   const Lookup r = cache.get(key, "corrupt", [&] { return fresh_bytes; });
   EXPECT_EQ(r.origin, Origin::compiled);
@@ -253,7 +242,7 @@ TEST(KernelCache, RechecksTheDiskAfterTakingTheLock) {
   DiskCache disk(tmp.path());
   KernelCache cache(&disk);
   const CacheKey key = test_key("recheck");
-  const Cubin theirs = random_cubin(900, 8);
+  const Cubin theirs = random_bytes(900, 8);
   DiskCache other_process(tmp.path());
   auto held = std::make_unique<DiskCache::Lock>(other_process.lock(key));
   auto result = std::async(std::launch::async, [&] {
@@ -355,7 +344,7 @@ int child_get(const std::string& dir, const CacheKey& key, const std::string& co
   const Lookup r = cache.get(key, "cross-process", [&] {
     std::ofstream(counter, std::ios::app) << ::getpid() << "\n";
     std::this_thread::sleep_for(100ms);
-    return random_cubin(4096, static_cast<uint32_t>(::getpid()));  // differs per builder
+    return random_bytes(4096, static_cast<uint32_t>(::getpid()));  // differs per builder
   });
   std::ofstream f(out, std::ios::binary);
   f << to_string(r.origin) << "\n";

@@ -29,41 +29,12 @@ TEST_P(PortableAttention, MatchesReferenceOnEveryElement) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  const std::pair<int, int> dims[] = {{32, 32}, {64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256}, {192, 128}};
-  auto dim_name = [](int d, int dv) { return "d" + std::to_string(d) + (d != dv ? "_dv" + std::to_string(dv) : ""); };
-  auto mask_name = [](bool causal) { return causal ? std::string("causal") : std::string("full"); };
-
-  // Every head dim, bf16, GQA 2, tails on both sides, seqlen_q > seqlen_k and <.
-  for (auto [d, dv] : dims)
-    for (bool causal : {false, true}) {
-      Case c;
-      c.name = "bf16_" + dim_name(d, dv) + "_" + mask_name(causal);
-      c.d = d, c.dv = dv, c.causal = causal, c.batch = 2, c.heads_q = 4, c.heads_kv = 2;
-      c.shapes = {{257, 190}, {130, 333}};
-      cases.push_back(c);
-    }
-  // fp16 (MQA).
-  for (auto [d, dv] : {std::pair{64, 64}, {128, 128}, {256, 256}, {192, 128}})
-    for (bool causal : {false, true}) {
-      Case c;
-      c.name = "fp16_" + dim_name(d, dv) + "_" + mask_name(causal);
-      c.dtype = DType::fp16, c.d = d, c.dv = dv, c.causal = causal, c.heads_q = 4, c.heads_kv = 1;
-      c.shapes = {{200, 300}, {300, 200}};
-      cases.push_back(c);
-    }
-  // GQA ratios 1, 2, 4, 8 and MQA.
-  struct Heads {
-    const char* name;
-    int64_t q, kv;
-  };
-  for (Heads h : {Heads{"gqa1", 8, 8}, {"gqa2", 8, 4}, {"gqa4", 8, 2}, {"gqa8", 16, 2}, {"mqa", 8, 1}})
-    for (bool causal : {false, true}) {
-      Case c;
-      c.name = std::string(h.name) + "_bf16_d128_" + mask_name(causal);
-      c.causal = causal, c.batch = 2, c.heads_q = h.q, c.heads_kv = h.kv;
-      c.shapes = {{300, 300}, {100, 260}};
-      cases.push_back(c);
-    }
+  // Every head dim (GQA 2), fp16 with MQA, GQA ratios 1, 2, 4, 8 and MQA.
+  cases = head_dim_cases({{32, 32}, {64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256}, {192, 128}});
+  for (const auto& family : {fp16_mqa_cases({{64, 64}, {128, 128}, {256, 256}, {192, 128}}),
+                             gqa_cases({{"gqa1", 8, 8}, {"gqa2", 8, 4}, {"gqa4", 8, 2}, {"gqa8", 16, 2}, {"mqa", 8, 1}}),
+                             extreme_logit_cases()})
+    cases.insert(cases.end(), family.begin(), family.end());
   // Sequence lengths, every pairing (the large ones use the GPU reference).
   for (int d : {64, 128})
     for (bool causal : {false, true}) {
@@ -82,17 +53,6 @@ std::vector<Case> all_cases() {
     c.shapes = {{2048, 2048}, {1500, 3000}};
     cases.push_back(c);
   }
-  // Extreme logits: |q.k| ~ 1e4, softmax close to one-hot; must stay finite and correct.
-  for (DType dtype : {DType::bf16, DType::fp16})
-    for (bool causal : {false, true}) {
-      Case c;
-      c.name = std::string("extreme_") + to_string(dtype) + "_d128_" + mask_name(causal);
-      c.dtype = dtype, c.causal = causal, c.heads_q = 2, c.heads_kv = 1;
-      c.qk_range = 26.f;  // 128 products of up to 676: max |q.k| around 1e4
-      c.min_abs_logit = 5e3;
-      c.shapes = {{300, 400}, {400, 300}};
-      cases.push_back(c);
-    }
   // LSE off (the kernels without the LSE store).
   for (auto [dtype, d, causal] : {std::tuple{DType::bf16, 128, false}, {DType::bf16, 128, true}, {DType::fp16, 64, false}}) {
     Case c;

@@ -14,22 +14,6 @@
 namespace fa4::test {
 namespace {
 
-int device_arch() {
-  CUdevice dev;
-  int major = 0, minor = 0;
-  FA4_CU(cuDeviceGet(&dev, 0));
-  FA4_CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  FA4_CU(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-  return major * 10 + minor;
-}
-
-#define FA4_REQUIRE_SM90()                                                                              \
-  do {                                                                                                  \
-    FA4_REQUIRE_GPU();                                                                                  \
-    if (device_arch() != 90)                                                                            \
-      GTEST_SKIP() << "SKIPPED: the tcgen05 emulation runs on sm_90 devices, this one is sm_" << device_arch(); \
-  } while (0)
-
 Options emulated(bool self_check = false, DebugFault fault = DebugFault::none) {
   Options o = Options::from_env();
   o.backend = Backend::sm100_emulated;
@@ -38,43 +22,15 @@ Options emulated(bool self_check = false, DebugFault fault = DebugFault::none) {
   return o;
 }
 
-std::string mask_name(bool causal) { return causal ? "causal" : "full"; }
-std::string dim_name(int d, int dv) { return "d" + std::to_string(d) + (d != dv ? "_dv" + std::to_string(dv) : ""); }
-
 std::vector<Case> emulated_cases() {
   std::vector<Case> cases;
-  const std::pair<int, int> dims[] = {{64, 64}, {96, 96}, {128, 128}, {192, 128}};
-  // Every head dim, GQA 2 (packed), tails on both sides, seqlen_q > seqlen_k and <.
-  for (auto [d, dv] : dims)
-    for (bool causal : {false, true}) {
-      Case c;
-      c.name = "bf16_" + dim_name(d, dv) + "_" + mask_name(causal);
-      c.d = d, c.dv = dv, c.causal = causal, c.batch = 2, c.heads_q = 4, c.heads_kv = 2;
-      c.shapes = {{257, 190}, {130, 333}};
-      cases.push_back(c);
-    }
-  // fp16, MQA.
-  for (auto [d, dv] : {std::pair{64, 64}, {128, 128}, {192, 128}})
-    for (bool causal : {false, true}) {
-      Case c;
-      c.name = "fp16_" + dim_name(d, dv) + "_" + mask_name(causal);
-      c.dtype = DType::fp16, c.d = d, c.dv = dv, c.causal = causal, c.heads_q = 4, c.heads_kv = 1;
-      c.shapes = {{200, 300}, {300, 200}};
-      cases.push_back(c);
-    }
-  // GQA ratios 1, 4, 8, MQA (packed tiles), and 3 (does not divide 128: explicit head mapping, no packing).
-  struct Heads {
-    const char* name;
-    int64_t q, kv;
-  };
-  for (Heads h : {Heads{"gqa1", 4, 4}, {"gqa3", 6, 2}, {"gqa4", 8, 2}, {"gqa8", 16, 2}, {"mqa", 8, 1}})
-    for (bool causal : {false, true}) {
-      Case c;
-      c.name = std::string(h.name) + "_bf16_d128_" + mask_name(causal);
-      c.causal = causal, c.batch = 2, c.heads_q = h.q, c.heads_kv = h.kv;
-      c.shapes = {{300, 300}, {100, 260}};
-      cases.push_back(c);
-    }
+  // Every head dim (GQA 2, packed), fp16 with MQA, GQA ratios 1, 4, 8, MQA (packed tiles) and 3 (does not
+  // divide 128: explicit head mapping, no packing), extreme logits (many lazy rescales).
+  cases = head_dim_cases({{64, 64}, {96, 96}, {128, 128}, {192, 128}});
+  for (const auto& family : {fp16_mqa_cases({{64, 64}, {128, 128}, {192, 128}}),
+                             gqa_cases({{"gqa1", 4, 4}, {"gqa3", 6, 2}, {"gqa4", 8, 2}, {"gqa8", 16, 2}, {"mqa", 8, 1}}),
+                             extreme_logit_cases()})
+    cases.insert(cases.end(), family.begin(), family.end());
   // Sequence lengths with tails and seqlen_q != seqlen_k (causal rows that see no key: sq > sk).
   for (bool causal : {false, true}) {
     Case c;
@@ -91,17 +47,6 @@ std::vector<Case> emulated_cases() {
     c.shapes = {{700, 700}};
     cases.push_back(c);
   }
-  // Extreme logits (many lazy rescales; softmax near one-hot).
-  for (DType dtype : {DType::bf16, DType::fp16})
-    for (bool causal : {false, true}) {
-      Case c;
-      c.name = std::string("extreme_") + to_string(dtype) + "_d128_" + mask_name(causal);
-      c.dtype = dtype, c.causal = causal, c.heads_q = 2, c.heads_kv = 1;
-      c.qk_range = 26.f;
-      c.min_abs_logit = 5e3;
-      c.shapes = {{300, 400}, {400, 300}};
-      cases.push_back(c);
-    }
   // LSE off; strided layouts.
   {
     Case c;

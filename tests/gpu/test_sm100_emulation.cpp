@@ -25,22 +25,12 @@ using detail::driver;
 using sm100::kEmuTmemHeaderBytes;
 using sm100::kEmuTmemSlotBytes;
 
-// The emulated kernels are sm_90a code: they run on compute capability 9.0 only.
-#define FA4_REQUIRE_SM90()                                                                        \
-  do {                                                                                            \
-    FA4_REQUIRE_GPU();                                                                            \
-    if (device_cc() != 90) GTEST_SKIP() << "SKIPPED: the tcgen05 emulation tests need an sm_90 GPU"; \
-    env(); /* the process's context, current before the test allocates */                       \
+// The emulated kernels are sm_90a code (sm_90 only); the process's context is current before a test allocates.
+#define FA4_REQUIRE_EMULATION() \
+  do {                          \
+    FA4_REQUIRE_SM90();         \
+    env();                      \
   } while (0)
-
-int device_cc() {
-  CUdevice dev = 0;
-  int major = 0, minor = 0;
-  FA4_CU(cuDeviceGet(&dev, 0));
-  FA4_CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  FA4_CU(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-  return major * 10 + minor;
-}
 
 // One context and one copy of each module for the whole process (deliberately never destroyed, so that
 // the modules outlive every test).
@@ -220,17 +210,17 @@ void check_every_gemm_form(DType dtype) {
 }
 
 TEST(Sm100Emulation, GemmMatchesFloat64ReferenceBf16) {
-  FA4_REQUIRE_SM90();
+  FA4_REQUIRE_EMULATION();
   check_every_gemm_form(DType::bf16);
 }
 
 TEST(Sm100Emulation, GemmMatchesFloat64ReferenceFp16) {
-  FA4_REQUIRE_SM90();
+  FA4_REQUIRE_EMULATION();
   check_every_gemm_form(DType::fp16);
 }
 
 TEST(Sm100Emulation, ReadingBeforeTheCommitSeesNaNThenTheResult) {
-  FA4_REQUIRE_SM90();
+  FA4_REQUIRE_EMULATION();
   for (bool ts : {false, true}) {
     SCOPED_TRACE(ts ? "TS" : "SS");
     const GemmCase c{128, 128, 64};
@@ -254,7 +244,7 @@ struct WgmmaCase {
 };
 
 TEST(Sm100Emulation, MatchesRealWgmmaForEveryOperandLayout) {
-  FA4_REQUIRE_SM90();
+  FA4_REQUIRE_EMULATION();
   std::vector<WgmmaCase> cases;
   for (DType dt : {DType::bf16, DType::fp16})
     for (int sw : {128, 64})
@@ -324,7 +314,7 @@ TEST(Sm100Emulation, MatchesRealWgmmaForEveryOperandLayout) {
 // tcgen05.ld/st shapes and packed f32x2
 
 TEST(Sm100Emulation, EveryLdStShapeRoundTrips) {
-  FA4_REQUIRE_SM90();
+  FA4_REQUIRE_EMULATION();
   const JitModule& module = gemm_module();
   Scratch scratch;
   std::vector<uint32_t> in(128 * 256);
@@ -350,7 +340,7 @@ TEST(Sm100Emulation, EveryLdStShapeRoundTrips) {
 }
 
 TEST(Sm100Emulation, PackedF32x2IsTwoRoundedScalarOps) {
-  FA4_REQUIRE_SM90();
+  FA4_REQUIRE_EMULATION();
   const JitModule& module = gemm_module();
   const int count = 1000;
   std::vector<float> in(6 * count);
@@ -406,7 +396,7 @@ constexpr int kExitTrapped = 42, kExitNoTrap = 43, kExitOtherError = 44;
 }
 
 TEST(Sm100Emulation, FaultProbeControlRunsCleanInProcess) {
-  FA4_REQUIRE_SM90();
+  FA4_REQUIRE_EMULATION();
   const JitModule& module = faults_module();
   Scratch scratch;
   DeviceBuffer out(128 * 4);
@@ -426,7 +416,7 @@ TEST(Sm100Emulation, FaultProbeControlRunsCleanInProcess) {
 class Sm100EmulationDeathTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(Sm100EmulationDeathTest, ViolationTraps) {
-  FA4_REQUIRE_SM90();
+  FA4_REQUIRE_EMULATION();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(run_fault_in_child(GetParam()), ::testing::ExitedWithCode(kExitTrapped), "kernel trapped");
 }

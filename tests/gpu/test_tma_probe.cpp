@@ -23,12 +23,7 @@ struct BoxCase {
 };
 
 // sm_90a or sm_100a (whichever the device runs); the probe uses only TMA and mbarriers.
-std::string device_target(CUdevice dev) {
-  int major = 0, minor = 0;
-  FA4_CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  FA4_CU(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-  return "sm_" + std::to_string(major * 10 + minor) + "a";
-}
+std::string device_target(CUdevice dev) { return "sm_" + std::to_string(detail::device_arch(dev)) + "a"; }
 
 TEST(TmaProbe, SwizzledBoxesMatchTheHostModelByteForByte) {
   FA4_REQUIRE_GPU();
