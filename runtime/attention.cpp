@@ -102,9 +102,14 @@ struct ContextState {
   CUcontext context = nullptr;
   unsigned long long id = 0;
   DeviceInfo device;
-  std::mutex scratch_mutex;          // sm100 emulation: TMEM backing store
-  CUdeviceptr scratch = 0;
-  size_t scratch_bytes = 0;
+  // sm100 emulation: the TMEM backing store, one per stream (each CTA slot holds live emulator state, so
+  // launches that may run concurrently must not share it; launches on one stream are ordered).
+  struct Scratch {
+    CUdeviceptr ptr = 0;
+    size_t bytes = 0;
+  };
+  std::mutex scratch_mutex;
+  std::unordered_map<CUstream, Scratch> scratch;
 };
 
 DeviceInfo read_device_info(CUcontext) {
@@ -175,7 +180,7 @@ struct Attention::Impl {
     const DriverApi& d = driver();
     for (auto& [key, k] : loaded) d.cuModuleUnload(k->module);  // errors ignored: the context may be gone
     for (auto& [id, c] : contexts)
-      if (c->scratch) d.cuMemFree(c->scratch);
+      for (auto& [stream, s] : c->scratch) d.cuMemFree(s.ptr);
   }
 
   const std::string& nvrtc_version_cached() {
@@ -278,22 +283,24 @@ struct Attention::Impl {
     return *loaded.emplace(ContextKernel{ctx.id, key}, std::move(k)).first->second;
   }
 
-  void ensure_scratch(ContextState& ctx, size_t bytes, CUstream stream) {
+  // The stream's TMEM scratch, grown (zero-filled) to `bytes`.
+  const ContextState::Scratch& scratch_for(ContextState& ctx, size_t bytes, CUstream stream) {
     std::lock_guard guard(ctx.scratch_mutex);
-    if (ctx.scratch_bytes >= bytes) return;
+    ContextState::Scratch& s = ctx.scratch[stream];
+    if (s.bytes >= bytes) return s;
     if (capturing(stream))
       throw Error(ErrorCode::graph_capture, "sm100_emulated: the TMEM scratch must grow to " + std::to_string(bytes) +
                                                 " bytes, which needs an allocation, during stream capture; run once before capturing");
     const DriverApi& d = driver();
-    if (ctx.scratch) {
-      check_cu(d.cuCtxSynchronize(), "cuCtxSynchronize");
-      check_cu(d.cuMemFree(ctx.scratch), "cuMemFree");
-      ctx.scratch = 0;
-      ctx.scratch_bytes = 0;
+    if (s.ptr) {
+      check_cu(d.cuStreamSynchronize(stream), "cuStreamSynchronize");  // the old buffer may still be in use
+      check_cu(d.cuMemFree(s.ptr), "cuMemFree");
+      s = {};
     }
-    check_cu(d.cuMemAlloc(&ctx.scratch, bytes), "cuMemAlloc (sm100 emulation TMEM scratch)");
-    check_cu(d.cuMemsetD8(ctx.scratch, 0, bytes), "cuMemsetD8");
-    ctx.scratch_bytes = bytes;
+    check_cu(d.cuMemAlloc(&s.ptr, bytes), "cuMemAlloc (sm100 emulation TMEM scratch)");
+    check_cu(d.cuMemsetD8Async(s.ptr, 0, bytes, stream), "cuMemsetD8Async");  // ordered before the launch
+    s.bytes = bytes;
+    return s;
   }
 
   void launch(const Loaded& k, const Problem& problem, ContextState& ctx, CUstream stream) {
@@ -303,9 +310,9 @@ struct Attention::Impl {
     const LaunchShape shape = detail::launch_shape(plan, problem, ctx.device.sm_count);
     if (plan.scratch_bytes_per_cta) {
       const size_t ctas = size_t{shape.grid[0]} * shape.grid[1] * shape.grid[2];
-      ensure_scratch(ctx, ctas * plan.scratch_bytes_per_cta, stream);
-      args.tmem_scratch = reinterpret_cast<void*>(ctx.scratch);
-      args.tmem_scratch_bytes = ctx.scratch_bytes;
+      const ContextState::Scratch& s = scratch_for(ctx, ctas * plan.scratch_bytes_per_cta, stream);
+      args.tmem_scratch = reinterpret_cast<void*>(s.ptr);
+      args.tmem_scratch_bytes = s.bytes;
     }
     CUtensorMap maps[kMaxTmaDescriptors];
     const int map_count = tma_descriptors(plan, problem, maps);
