@@ -1,6 +1,6 @@
 // Compile-time benchmark: cold NVRTC build of every supported configuration of a backend/arch, then the
 // disk-cache hit (a fresh Attention over the warm cache directory: read + checksum verify) and the
-// memory hit. Needs no GPU: prewarm compiles without loading anything onto a device.
+// memory hit. Needs no GPU: without a current context prewarm only compiles.
 //
 //   bench_compile [--target BACKEND:ARCH]... [--filter SUBSTR] [--budget-s S] [--reps N] [--json PATH]
 //

@@ -43,16 +43,12 @@ class BareKernel {
     FA4_CU(cuModuleGetFunction(&function_, module_, plan_.kernel_name.c_str()));
     FA4_CU(cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, plan_.smem_bytes));
 
-    CUdevice dev = 0;
-    int sm_count = 0;
-    FA4_CU(cuCtxGetDevice(&dev));
-    FA4_CU(cuDeviceGetAttribute(&sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
     args_ = detail::make_kernel_args(problem);
-    detail::fill_schedule(plan_, problem, sm_count, args_);
+    detail::fill_schedule(plan_, problem, args_);
     if (plan_.scratch_bytes_per_cta) {  // sm100 emulation: its TMEM backing store
       const size_t bytes = size_t{shape.grid[0]} * shape.grid[1] * shape.grid[2] * plan_.scratch_bytes_per_cta;
       FA4_CU(cuMemAlloc(&scratch_, bytes));
-      FA4_CU(cuMemsetD8(scratch_, 0, bytes));
+      FA4_CU(cuMemsetD8Async(scratch_, 0, bytes, stream));
       args_.tmem_scratch = reinterpret_cast<void*>(scratch_);
       args_.tmem_scratch_bytes = bytes;
     }

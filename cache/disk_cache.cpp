@@ -125,7 +125,9 @@ std::optional<std::vector<char>> DiskCache::load(const CacheKey& key) const {
     problem = "fstat: " + errno_text(errno);
   } else {
     file.resize(static_cast<size_t>(st.st_size));
-    problem = read_all(fd, file.data(), file.size()) ? verify(key, file) : "read: " + errno_text(errno);
+    errno = 0;
+    problem = read_all(fd, file.data(), file.size()) ? verify(key, file)
+                                                     : "read: " + (errno ? errno_text(errno) : std::string("short read"));
   }
   ::close(fd);
   if (problem.empty()) return std::vector<char>(file.begin() + sizeof(EntryHeader), file.end());
@@ -134,12 +136,13 @@ std::optional<std::vector<char>> DiskCache::load(const CacheKey& key) const {
     detail::log().warn("disk cache: ignoring invalid entry {} ({}) in a read-only cache", path, problem);
     return std::nullopt;
   }
-  detail::log().warn("disk cache: removed invalid entry {} ({}); it will be rebuilt", path, problem);
   // Remove it only if the name still points at the file we read: another process may just have
   // published a good entry in its place.
   struct stat now {};
-  if (::stat(path.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino)
-    ::unlink(path.c_str());
+  const bool removed = ::stat(path.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino &&
+                       ::unlink(path.c_str()) == 0;
+  detail::log().warn("disk cache: invalid entry {} ({}){}; it will be rebuilt", path, problem,
+                     removed ? ", removed" : " (already replaced)");
   return std::nullopt;
 }
 

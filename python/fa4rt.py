@@ -201,13 +201,8 @@ class Attention:
             slot.lse = int(bool(c.get("lse", False)))
             slot.q_heads_per_kv = c.get("q_heads_per_kv", 1)
             slot.arch = c.get("arch", 0)
-        failures = ctypes.c_int32(0)
-        _check(self._lib.fa4_prewarm(self._handle, array, len(configs), ctypes.byref(failures)))
-        if failures.value:
-            # fa4_prewarm returns 0 and puts the first failure's message in fa4_last_error; its code is
-            # not reported, hence the generic one.
-            raise Fa4Error(ERR_INTERNAL, "%d of %d configurations failed to prewarm; first: %s"
-                           % (failures.value, len(configs), (self._lib.fa4_last_error() or b"").decode()))
+        # On failure fa4_prewarm returns the first failing configuration's code and message.
+        _check(self._lib.fa4_prewarm(self._handle, array, len(configs), None))
 
     def run(self, q, k, v, out=None, causal=False, softmax_scale=None, return_lse=False, stream=None):
         """Attention of q [b, s_q, h_q, d] over k [b, s_k, h_kv, d], v [b, s_k, h_kv, dv] (CUDA tensors,

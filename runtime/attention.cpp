@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
@@ -39,7 +40,6 @@ bool env_flag(const char* name, bool fallback) {
 
 Options Options::from_env() {
   Options o;
-  if (const char* v = env("FA4_CACHE_DIR")) o.cache_dir = v;
   o.disk_cache = env_flag("FA4_DISK_CACHE", true);
   if (const char* v = env("FA4_LOG_LEVEL")) o.log_level = detail::parse_log_level(v);
   if (const char* v = env("FA4_BACKEND")) o.backend = backend_from_string(v);
@@ -83,36 +83,40 @@ struct ContextKernelHash {
 // A compiled kernel: context-independent.
 struct Built {
   Plan plan;
-  std::string source;
-  std::vector<std::string> options;
-  cache::CacheKey cache_key;
   std::shared_ptr<const cache::Cubin> cubin;
 };
 
-// A kernel loaded into one context, ready to launch.
+// A kernel loaded into one context, ready to launch. Owns its module.
 struct Loaded {
   std::shared_ptr<const Built> built;
   CUmodule module = nullptr;
   CUfunction function = nullptr;
   const Loaded* fallback = nullptr;  // set when the self-check failed: launch this one instead
+  Loaded() = default;
+  Loaded(const Loaded&) = delete;
+  Loaded& operator=(const Loaded&) = delete;
+  ~Loaded() {
+    if (module) driver().cuModuleUnload(module);  // errors ignored: the context may already be gone
+  }
 };
 
 // What run() needs to know about a context, read once.
 struct ContextState {
-  CUcontext context = nullptr;
   unsigned long long id = 0;
   DeviceInfo device;
   // sm100 emulation: the TMEM backing store, one per stream (each CTA slot holds live emulator state, so
-  // launches that may run concurrently must not share it; launches on one stream are ordered).
+  // launches that may run concurrently must not share it; launches on one stream are ordered). A buffer
+  // that grows is retired, not freed: a CUDA graph captured earlier may still point at it.
   struct Scratch {
     CUdeviceptr ptr = 0;
     size_t bytes = 0;
   };
   std::mutex scratch_mutex;
   std::unordered_map<CUstream, Scratch> scratch;
+  std::vector<CUdeviceptr> retired;
 };
 
-DeviceInfo read_device_info(CUcontext) {
+DeviceInfo read_device_info() {
   const DriverApi& d = driver();
   CUdevice dev = 0;
   check_cu(d.cuCtxGetDevice(&dev), "cuCtxGetDevice");
@@ -122,13 +126,9 @@ DeviceInfo read_device_info(CUcontext) {
     return v;
   };
   DeviceInfo info;
-  info.ordinal = static_cast<int>(dev);
   info.arch = device_arch(dev);
   info.sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   info.smem_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-  char name[256] = {};
-  check_cu(d.cuDeviceGetName(name, sizeof(name), dev), "cuDeviceGetName");
-  info.name = name;
   return info;
 }
 
@@ -156,9 +156,8 @@ using namespace detail;
 
 struct Attention::Impl {
   Options options;
-  cache::DiskCache disk;
+  std::optional<cache::DiskCache> disk;  // absent when the disk cache is off
   cache::KernelCache cache;
-  std::string nvrtc;  // version, part of every cache key
 
   mutable std::shared_mutex mutex;  // guards the three maps below (never held while compiling)
   std::unordered_map<KernelKey, std::shared_ptr<const Built>, KeyHash> built;
@@ -167,7 +166,9 @@ struct Attention::Impl {
   std::mutex load_mutex;  // serialises module loads and self-checks (cheap next to compiling)
 
   explicit Impl(Options o)
-      : options(std::move(o)), disk(options.disk_cache ? options.cache_dir : std::string()), cache(options.disk_cache ? &disk : nullptr) {
+      : options(std::move(o)),
+        disk(options.disk_cache ? std::optional<cache::DiskCache>(std::in_place, options.cache_dir) : std::nullopt),
+        cache(disk ? &*disk : nullptr) {
     set_log_level(options.log_level);
     if (!options.dump_dir.empty()) {
       std::error_code ec;
@@ -177,15 +178,21 @@ struct Attention::Impl {
 
   ~Impl() {
     if (!driver_available()) return;
-    const DriverApi& d = driver();
-    for (auto& [key, k] : loaded) d.cuModuleUnload(k->module);  // errors ignored: the context may be gone
-    for (auto& [id, c] : contexts)
-      for (auto& [stream, s] : c->scratch) d.cuMemFree(s.ptr);
+    for (auto& [id, c] : contexts) {  // errors ignored: the context may be gone
+      for (auto& [stream, s] : c->scratch) driver().cuMemFree(s.ptr);
+      for (CUdeviceptr p : c->retired) driver().cuMemFree(p);
+    }
   }
 
   const std::string& nvrtc_version_cached() {
     static const std::string v = nvrtc_version();
     return v;
+  }
+
+  // The cache key of a generated source: XXH3-128 of everything that determines the cubin.
+  cache::CacheKey cache_key(const KernelKey& key, const std::string& source, const std::vector<std::string>& compile) {
+    const std::string target = key.target();
+    return cache::make_cache_key({source, &compile, nvrtc_version_cached(), target, version()});
   }
 
   // Key -> Plan -> source -> cubin (memory, disk or NVRTC). Counts the origin when asked.
@@ -199,13 +206,11 @@ struct Attention::Impl {
     }
     auto b = std::make_shared<Built>();
     b->plan = make_plan(key);
-    b->source = assemble_source(b->plan);
-    b->options = compile_options(key);
-    const std::string target = key.target();
-    b->cache_key = cache::make_cache_key({b->source, &b->options, nvrtc_version_cached(), target, version()});
+    const std::string source = assemble_source(b->plan);
+    const std::vector<std::string> compile = compile_options(key);
     const cache::Lookup found = cache.get(
-        b->cache_key, key.name(),
-        [&] { return nvrtc_compile(b->source, b->options, key.name(), options.dump_dir).cubin; }, options.allow_jit);
+        cache_key(key, source, compile), key.name(),
+        [&] { return nvrtc_compile(source, compile, key.name(), options.dump_dir).cubin; }, options.allow_jit);
     b->cubin = found.cubin;
     if (origin) *origin = found.origin;
     std::unique_lock lock(mutex);
@@ -220,9 +225,8 @@ struct Attention::Impl {
       if (auto it = contexts.find(id); it != contexts.end()) return *it->second;
     }
     auto state = std::make_unique<ContextState>();
-    state->context = ctx;
     state->id = id;
-    state->device = read_device_info(ctx);
+    state->device = read_device_info();
     std::unique_lock lock(mutex);
     return *contexts.emplace(id, std::move(state)).first->second;
   }
@@ -252,9 +256,12 @@ struct Attention::Impl {
     if (check) {
       const Loaded* reference = find_loaded(ctx.id, reference_key);
       if (!reference) reference = &insert(ctx, reference_key, load_module(ctx, reference_key, reference_built));
+      CUstream check_stream = nullptr;
       const std::string disagreement = self_check(key, [&](bool candidate, const Problem& problem, CUstream stream) {
+        check_stream = stream;
         launch(candidate ? *k : *reference, problem, ctx, stream);
       });
+      drop_scratch(ctx, check_stream);  // the self-check's stream is gone
       if (!disagreement.empty()) {
         log().error("self-check of {} against the portable kernel FAILED ({}); this configuration falls back to the "
                     "portable kernel in this context", key.name(), disagreement);
@@ -283,7 +290,8 @@ struct Attention::Impl {
     return *loaded.emplace(ContextKernel{ctx.id, key}, std::move(k)).first->second;
   }
 
-  // The stream's TMEM scratch, grown (zero-filled) to `bytes`.
+  // The stream's TMEM scratch, grown (zero-filled) to `bytes`. Emulation only: the first launch on a stream
+  // (and a larger grid) allocates.
   const ContextState::Scratch& scratch_for(ContextState& ctx, size_t bytes, CUstream stream) {
     std::lock_guard guard(ctx.scratch_mutex);
     ContextState::Scratch& s = ctx.scratch[stream];
@@ -292,22 +300,28 @@ struct Attention::Impl {
       throw Error(ErrorCode::graph_capture, "sm100_emulated: the TMEM scratch must grow to " + std::to_string(bytes) +
                                                 " bytes, which needs an allocation, during stream capture; run once before capturing");
     const DriverApi& d = driver();
-    if (s.ptr) {
-      check_cu(d.cuStreamSynchronize(stream), "cuStreamSynchronize");  // the old buffer may still be in use
-      check_cu(d.cuMemFree(s.ptr), "cuMemFree");
-      s = {};
-    }
+    if (s.ptr) ctx.retired.push_back(s.ptr);
+    s = {};
     check_cu(d.cuMemAlloc(&s.ptr, bytes), "cuMemAlloc (sm100 emulation TMEM scratch)");
     check_cu(d.cuMemsetD8Async(s.ptr, 0, bytes, stream), "cuMemsetD8Async");  // ordered before the launch
     s.bytes = bytes;
     return s;
   }
 
+  // Frees the scratch of a stream that no launch will use again (nothing was captured on it).
+  void drop_scratch(ContextState& ctx, CUstream stream) {
+    std::lock_guard guard(ctx.scratch_mutex);
+    if (auto it = ctx.scratch.find(stream); it != ctx.scratch.end()) {
+      driver().cuMemFree(it->second.ptr);
+      ctx.scratch.erase(it);
+    }
+  }
+
   void launch(const Loaded& k, const Problem& problem, ContextState& ctx, CUstream stream) {
     const Plan& plan = k.built->plan;
     fa4k::AttentionArgs args = make_kernel_args(problem);
-    fill_schedule(plan, problem, ctx.device.sm_count, args);
-    const LaunchShape shape = detail::launch_shape(plan, problem, ctx.device.sm_count);
+    fill_schedule(plan, problem, args);
+    const LaunchShape shape = detail::launch_shape(plan, args, ctx.device.sm_count);
     if (plan.scratch_bytes_per_cta) {
       const size_t ctas = size_t{shape.grid[0]} * shape.grid[1] * shape.grid[2];
       const ContextState::Scratch& s = scratch_for(ctx, ctas * plan.scratch_bytes_per_cta, stream);
@@ -323,12 +337,16 @@ struct Attention::Impl {
     check_cu(driver().cuLaunchKernelEx(config.get(), k.function, params, nullptr), "cuLaunchKernelEx");
   }
 
-  // The key of a problem on a device: run(), plan() and launch_shape() all select through here.
-  KernelKey select(const Problem& problem, int arch) const {
-    KernelKey key = select_key(problem, resolve_backend(options.backend, arch), arch);
+  // The key of a configuration on an arch. run(), plan(), launch_shape(), prewarm() and describe() all select
+  // through here, so a warm-up and a real call cannot disagree: the configuration's backend, else the
+  // Options' backend; the Options' debug fault for sm100 keys.
+  KernelKey key_for(KernelConfig config, int arch) const {
+    if (config.backend == Backend::automatic) config.backend = options.backend;
+    KernelKey key = key_for_config(config, arch);
     if (key.backend != Backend::portable) key.fault = options.debug_fault;
     return key;
   }
+  KernelKey select(const Problem& problem, int arch) const { return key_for(config_of(problem, Backend::automatic, arch), arch); }
 
   int resolve_arch(int requested) {
     if (requested) return requested;
@@ -379,7 +397,7 @@ PrewarmReport Attention::prewarm(const std::vector<KernelConfig>& configs) {
       const KernelConfig& config = configs[i];
       try {
         const int arch = impl_->resolve_arch(config.arch);
-        const KernelKey key = key_for_config(config, arch);
+        const KernelKey key = impl_->key_for(config, arch);
         cache::Origin origin = cache::Origin::memory;
         impl_->build(key, &origin);
         if (state && arch == state->device.arch) {
@@ -418,18 +436,18 @@ LaunchShape Attention::launch_shape(const AttentionParams& params) const {
   const Problem problem = validate(params);
   ContextState& ctx = impl_->context_state(validate_on_device(nullptr));
   const Plan plan = make_plan(impl_->select(problem, ctx.device.arch));
-  return detail::launch_shape(plan, problem, ctx.device.sm_count);
+  fa4k::AttentionArgs args = make_kernel_args(problem);
+  fill_schedule(plan, problem, args);
+  return detail::launch_shape(plan, args, ctx.device.sm_count);
 }
 
 KernelInfo Attention::describe(const KernelConfig& config) const {
   const int arch = impl_->resolve_arch(config.arch);
   KernelInfo info;
-  info.key = key_for_config(config, arch);
-  const Plan plan = make_plan(info.key);
-  info.source = assemble_source(plan);
+  info.key = impl_->key_for(config, arch);
+  info.source = assemble_source(make_plan(info.key));
   info.compile_options = compile_options(info.key);
-  info.cache_key_hex =
-      cache::make_cache_key({info.source, &info.compile_options, impl_->nvrtc_version_cached(), info.key.target(), version()}).hex();
+  info.cache_key_hex = impl_->cache_key(info.key, info.source, info.compile_options).hex();
   return info;
 }
 

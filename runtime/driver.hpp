@@ -16,14 +16,14 @@ namespace fa4::detail {
   X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetAttribute) X(cuDeviceGetName)             \
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                                  \
   X(cuCtxCreate) X(cuCtxDestroy) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice)    \
-  X(cuCtxGetId) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuCtxSynchronize)                  \
+  X(cuCtxGetId) X(cuCtxSynchronize)                                                         \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamGetCtx)             \
   X(cuStreamIsCapturing) X(cuStreamBeginCapture) X(cuStreamEndCapture)                      \
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)            \
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)                              \
-  X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernelEx)                           \
+  X(cuFuncSetAttribute) X(cuLaunchKernelEx)                                                  \
   X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemsetD8Async) \
-  X(cuPointerGetAttribute) X(cuTensorMapEncodeTiled)                                        \
+  X(cuTensorMapEncodeTiled)                                                                 \
   X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)
 
 struct DriverApi {

@@ -96,11 +96,21 @@ std::string KernelConfig::name() const {
 
 const char* version() { return FA4_VERSION; }
 
+const std::vector<HeadDims>& supported_head_dims() {
+  static const std::vector<HeadDims> dims = {{32, 32}, {64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256}, {192, 128}};
+  return dims;
+}
+
+bool head_dims_supported(int64_t head_dim, int64_t head_dim_v) {
+  for (const HeadDims& h : supported_head_dims())
+    if (h.head_dim == head_dim && h.head_dim_v == head_dim_v) return true;
+  return false;
+}
+
 std::vector<KernelConfig> supported_configs(Backend backend, int arch) {
   std::vector<KernelConfig> out;
   const Backend resolved = detail::resolve_backend(backend, arch);
-  const std::pair<int, int> dims[] = {{32, 32}, {64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256}, {192, 128}};
-  for (auto [d, dv] : dims)
+  for (auto [d, dv] : supported_head_dims())
     for (DType dtype : {DType::bf16, DType::fp16})
       for (bool causal : {false, true})
         for (bool lse : {false, true}) {
@@ -175,9 +185,9 @@ Plan make_plan(const KernelKey& key) {
   return key.backend == Backend::portable ? make_portable_plan(key) : make_sm100_plan(key);
 }
 
-LaunchShape launch_shape(const Plan& plan, const Problem& problem, int sm_count) {
-  return plan.key.backend == Backend::portable ? portable_launch_shape(plan, problem, sm_count)
-                                               : sm100_launch_shape(plan, problem, sm_count);
+LaunchShape launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count) {
+  return plan.key.backend == Backend::portable ? portable_launch_shape(plan, scheduled)
+                                               : sm100_launch_shape(plan, scheduled, sm_count);
 }
 
 LaunchConfig::LaunchConfig(const LaunchShape& shape, CUstream stream) {
@@ -203,7 +213,7 @@ int tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out) 
   return plan.key.backend == Backend::portable ? 0 : sm100_tma_descriptors(plan, problem, out);
 }
 
-void fill_schedule(const Plan& plan, const Problem& problem, int sm_count, fa4k::AttentionArgs& args) {
+void fill_schedule(const Plan& plan, const Problem& problem, fa4k::AttentionArgs& args) {
   const AttentionParams& p = problem.params;
   const long long pack = plan.key.gqa_pack;
   const long long rows = p.seqlen_q * pack;  // packed rows per (batch, kv-head group)
@@ -216,7 +226,6 @@ void fill_schedule(const Plan& plan, const Problem& problem, int sm_count, fa4k:
                     "): must be below 2^31 work tiles, got " + std::to_string(tiles));
   args.num_m_blocks = static_cast<int>(m_blocks);
   args.total_tiles = static_cast<int>(tiles);
-  (void)sm_count;
 }
 
 }  // namespace fa4::detail

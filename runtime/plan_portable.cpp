@@ -25,11 +25,6 @@ int smem_for(int tile_m, int tile_n, int d, int dv) {
   return tile_m * d * 2 + kKvStages * tile_n * (d + dv) * 2;
 }
 
-bool supported_dims(int d, int dv) {
-  if (d == 192 && dv == 128) return true;
-  if (d != dv) return false;
-  return d == 32 || d == 64 || d == 96 || d == 128 || d == 192 || d == 256;
-}
 
 }  // namespace
 
@@ -41,7 +36,7 @@ bool portable_supports(const KernelKey& key, std::string* why) {
   if (key.backend != Backend::portable) return no("backend is not portable");
   if (key.arch < 80) return no("arch " + std::to_string(key.arch) + ": the portable kernel needs sm_80 or newer (mma.sync bf16, cp.async)");
   if (key.dtype != DType::bf16 && key.dtype != DType::fp16) return no("dtype: must be bf16 or fp16");
-  if (!supported_dims(key.head_dim, key.head_dim_v))
+  if (!head_dims_supported(key.head_dim, key.head_dim_v))
     return no("head_dim " + std::to_string(key.head_dim) + " / head_dim_v " + std::to_string(key.head_dim_v) +
               ": must be (32|64|96|128|192|256) with head_dim_v == head_dim, or (192, 128)");
   if (key.gqa_pack != 1) return no("gqa_pack " + std::to_string(key.gqa_pack) + ": the portable kernel does not pack q heads (must be 1)");
@@ -49,8 +44,7 @@ bool portable_supports(const KernelKey& key, std::string* why) {
   return true;
 }
 
-Plan make_portable_plan(const KernelKey& key) {
-  check_supported(key);
+Plan make_portable_plan(const KernelKey& key) {  // make_plan checked the key
   const int d = key.head_dim, dv = key.head_dim_v;
   Plan plan;
   plan.key = key;
@@ -95,11 +89,9 @@ Plan make_portable_plan(const KernelKey& key) {
   return plan;
 }
 
-LaunchShape portable_launch_shape(const Plan& plan, const Problem& problem, int sm_count) {
-  fa4k::AttentionArgs args{};
-  fill_schedule(plan, problem, sm_count, args);  // the one formula for the tile count
+LaunchShape portable_launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled) {
   LaunchShape shape;
-  shape.grid[0] = static_cast<unsigned>(args.total_tiles);
+  shape.grid[0] = static_cast<unsigned>(scheduled.total_tiles);
   shape.block[0] = static_cast<unsigned>(plan.threads);
   shape.smem_bytes = static_cast<unsigned>(plan.smem_bytes);
   return shape;

@@ -13,7 +13,6 @@ namespace {
 constexpr int kTile = 128;              // M and N of both MMAs
 constexpr int kQTiles = 2;              // two Q tiles per CTA: the two softmax warpgroups ping-pong
 constexpr int kSmemBudget = 232448;     // sm_100 (and sm_90) opt-in shared memory per block
-constexpr int kTmemColumns = 512;
 
 int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
@@ -49,8 +48,7 @@ bool sm100_supports(const KernelKey& key, std::string* why) {
   return true;
 }
 
-Plan make_sm100_plan(const KernelKey& key) {
-  check_supported(key);
+Plan make_sm100_plan(const KernelKey& key) {  // make_plan checked the key
   Plan p;
   p.key = key;
   p.kernel_name = "fa4_sm100_fwd";
@@ -59,7 +57,9 @@ Plan make_sm100_plan(const KernelKey& key) {
   p.tile_m = kTile;
   p.tile_n = kTile;
   p.q_tiles = kQTiles;
-  p.persistent = !key.causal;
+  // Static persistent scheduling for non-causal problems; causal grids launch every tile, longest first. The
+  // emulation always runs persistent: each resident CTA needs its own 260 KB TMEM slot.
+  p.persistent = !key.causal || key.backend == Backend::sm100_emulated;
   p.soft_exp2_every = key.head_dim <= 128 ? 8 : 0;  // share of exp2 on the FMA pipe (FA4: 1 in 8 for d <= 128)
   p.rescale_threshold_log2 = 8;
 
@@ -73,10 +73,8 @@ Plan make_sm100_plan(const KernelKey& key) {
   // The emulator keeps 16 bytes of static shared memory, which pushes the 1024-aligned dynamic base by 1 KB.
   const int budget = kSmemBudget - (key.backend == Backend::sm100_emulated ? 1024 : 0);
   const int stats_bytes = kQTiles * kTile * 2 * 4;  // mailbox: per tile and row, two floats
-  auto tail_bytes = [&](int stages) {                // barriers, mailbox, TMEM address
-    const int barriers = 9 * kQTiles + 2 * stages;
-    return round_up(8 * barriers, 16) + stats_bytes + 16;
-  };
+  auto barrier_bytes = [](int stages) { return 8 * (9 * kQTiles + 2 * stages); };  // the list below
+  auto tail_bytes = [&](int stages) { return round_up(barrier_bytes(stages), 16) + stats_bytes + 16; };
   // Largest ring that fits; O gets its own buffers unless that leaves fewer than two slots.
   auto fits = [&](int stages, bool alias) {
     const int ring_end = round_up(q_bytes, 1024) + stages * slot_bytes;
@@ -107,13 +105,13 @@ Plan make_sm100_plan(const KernelKey& key) {
     p.smem.push_back({"O", p.smem[0].offset, o_bytes, "2 O tiles for the TMA store, over the Q buffers (Q is released only after the store)"});
   else
     add("O", o_bytes, "2 O tiles of 128 rows x dv for the TMA store, same box layout as Q");
-  add("Bars", 8 * (9 * kQTiles + 2 * stages), "mbarriers (see the barrier list)", 16);
+  add("Bars", barrier_bytes(stages), "mbarriers (see the barrier list)", 16);
   add("Stats", stats_bytes, "mailbox: per tile and row, [acc_scale or row_sum, row_max]", 16);
   add("TmemAddr", 16, "TMEM base address written by tcgen05.alloc", 16);
   p.smem_bytes = round_up(offset, 16);
 
   // TMEM: S0, S1 (fp32, 128 columns each), O0, O1 (dv columns each); P_s over the upper half of S_s.
-  p.tmem_columns = kTmemColumns;
+  p.tmem_columns = static_cast<int>(sm100::kTmemColumns);  // all of TMEM: one CTA per SM
   p.tmem = {
       {"S0", 0, kTile, "rewritten by the next QK MMA of tile 0, issued only after PV has consumed P0 (same MMA thread, in order)"},
       {"S1", kTile, kTile, "as S0, for tile 1"},
@@ -163,6 +161,7 @@ Plan make_sm100_plan(const KernelKey& key) {
       "sm100-ptx.md; the emulator encodes the same reading, so only a real sm_100 run can refute it: the first-use "
       "self-check against the portable kernel catches a mismatch and falls back.",
       "setmaxnreg is skipped in emulated (sm_90a) builds: the emulated MMA issue runs in the 48-register MMA warp.",
+      "Emulated causal plans are persistent (the same tile loop, walking tiles longest first), the hardware ones are not.",
       "Fallback: head_dim 32 and 256 and head-dim pairs other than (64,64), (96,96), (128,128), (192,128) use the "
       "portable kernel.",
   };
@@ -170,11 +169,9 @@ Plan make_sm100_plan(const KernelKey& key) {
   return p;
 }
 
-LaunchShape sm100_launch_shape(const Plan& plan, const Problem& problem, int sm_count) {
-  fa4k::AttentionArgs args{};
-  fill_schedule(plan, problem, sm_count, args);
+LaunchShape sm100_launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count) {
   LaunchShape s;
-  const int tiles = args.total_tiles;
+  const int tiles = scheduled.total_tiles;
   s.grid[0] = static_cast<unsigned>(plan.persistent ? std::min(tiles, std::max(1, sm_count)) : tiles);
   s.block[0] = static_cast<unsigned>(plan.threads);
   s.smem_bytes = static_cast<unsigned>(plan.smem_bytes);

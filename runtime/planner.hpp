@@ -8,11 +8,9 @@ namespace fa4::detail {
 
 // Target properties planning and selection depend on.
 struct DeviceInfo {
-  int ordinal = 0;
   int arch = 0;            // compute capability x10
   int sm_count = 0;
   int smem_optin = 0;      // max dynamic shared memory per block (opt-in), bytes
-  std::string name;
 };
 
 // The KernelKey a problem maps to for a given backend choice and arch. prewarm uses key_for_config and
@@ -30,7 +28,8 @@ bool supports(const KernelKey& key, std::string* why);
 void check_supported(const KernelKey& key);
 
 Plan make_plan(const KernelKey& key);
-LaunchShape launch_shape(const Plan& plan, const Problem& problem, int sm_count);
+// Launch shape of a plan for kernel arguments that fill_schedule has completed.
+LaunchShape launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count);
 // The cuLaunchKernelEx configuration of a launch shape (it points at its own cluster attribute: not copyable).
 class LaunchConfig {
  public:
@@ -48,17 +47,17 @@ class LaunchConfig {
 constexpr int kMaxTmaDescriptors = 4;
 int tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out);
 // Fills the scheduler fields of the kernel arguments (num_m_blocks, total_tiles) for this plan.
-void fill_schedule(const Plan& plan, const Problem& problem, int sm_count, fa4k::AttentionArgs& args);
+void fill_schedule(const Plan& plan, const Problem& problem, fa4k::AttentionArgs& args);
 
 // Backend planners (one file each).
 Plan make_portable_plan(const KernelKey& key);
-LaunchShape portable_launch_shape(const Plan& plan, const Problem& problem, int sm_count);
+LaunchShape portable_launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled);
 bool portable_supports(const KernelKey& key, std::string* why);
 
 Plan make_sm100_plan(const KernelKey& key);
 // TMA descriptors the sm100 kernel takes after its argument block (q, k, v, o); returns how many.
 int sm100_tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out);
-LaunchShape sm100_launch_shape(const Plan& plan, const Problem& problem, int sm_count);
+LaunchShape sm100_launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count);
 bool sm100_supports(const KernelKey& key, std::string* why);
 
 }  // namespace fa4::detail

@@ -20,9 +20,6 @@ Problem validate(const AttentionParams& params);
 // Device-side rules: a context is current and the stream belongs to it. Returns the current context.
 CUcontext validate_on_device(CUstream stream);
 
-// Bytes of each element.
-inline int element_bytes(DType) { return 2; }
-
 // The kernel argument block for a problem (pointers, strides, sizes, scales).
 fa4k::AttentionArgs make_kernel_args(const Problem& problem);
 

@@ -88,11 +88,11 @@ CUtensorMap make_tma_descriptor(const TmaTensor& t, const TmaBoxSpec& box) {
                                : box.swizzle_bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
                                                          : CU_TENSOR_MAP_SWIZZLE_NONE;
   CUtensorMap map;
-  check_cu(driver().cuTensorMapEncodeTiled(
+  const CUresult result = driver().cuTensorMapEncodeTiled(
                &map, t.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank,
                const_cast<void*>(t.ptr), dims, strides, box_dims, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-               swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-           ("cuTensorMapEncodeTiled for " + t.name).c_str());
+               swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS) check_cu(result, ("cuTensorMapEncodeTiled for " + t.name).c_str());  // message built only on failure
   return map;
 }
 

@@ -10,7 +10,6 @@ namespace fa4::detail {
 namespace {
 
 constexpr int64_t kMaxSeqlen = (int64_t{1} << 31) - 1;  // kernel arguments are 32-bit
-constexpr int kSupportedHeadDims[] = {32, 64, 96, 128, 192, 256};
 
 [[noreturn]] void fail(const std::string& field, const std::string& rule, ErrorCode code = ErrorCode::invalid_argument) {
   throw Error(code, field + ": " + rule);
@@ -54,7 +53,7 @@ ByteRange check_tensor(const TensorView& t) {
     if (t.extent[i] > 1 && t.stride[i] % 8)
       fail(field, "must be a multiple of 8 elements (16 bytes) so rows stay 16-byte aligned, got " +
                       std::to_string(t.stride[i]));
-    if (t.extent[i] > 1 && t.stride[i] > (int64_t{1} << 39))
+    if (t.extent[i] > 1 && t.stride[i] >= (int64_t{1} << 39))
       fail(field, "must be below 2^39 elements (TMA stride limit 2^40 bytes), got " + std::to_string(t.stride[i]));
     dims[i] = {t.extent[i], t.stride[i], dim_names[i]};
   }
@@ -109,14 +108,15 @@ Problem validate(const AttentionParams& in) {
                               {"batch", p.batch}, {"heads_q", p.heads_q}})
     if (value > kMaxSeqlen) fail(field, "must be below 2^31, got " + std::to_string(value));
 
-  auto supported = [](int64_t d) {
-    for (int s : kSupportedHeadDims)
-      if (d == s) return true;
-    return false;
-  };
-  if (!supported(p.head_dim))
-    fail("head_dim", "must be one of 32, 64, 96, 128, 192, 256, got " + std::to_string(p.head_dim), ErrorCode::unsupported);
-  if (!supported(p.head_dim_v) || (p.head_dim_v != p.head_dim && !(p.head_dim == 192 && p.head_dim_v == 128)))
+  bool head_dim_known = false;
+  std::string head_dims;  // "32, 64, ..." from the one table
+  for (const HeadDims& h : supported_head_dims()) {
+    head_dim_known |= h.head_dim == p.head_dim;
+    if (h.head_dim == h.head_dim_v) head_dims += (head_dims.empty() ? "" : ", ") + std::to_string(h.head_dim);
+  }
+  if (!head_dim_known)
+    fail("head_dim", "must be one of " + head_dims + ", got " + std::to_string(p.head_dim), ErrorCode::unsupported);
+  if (!head_dims_supported(p.head_dim, p.head_dim_v))
     fail("head_dim_v", "must equal head_dim, or be 128 with head_dim 192, got " + std::to_string(p.head_dim_v) +
                            " with head_dim " + std::to_string(p.head_dim), ErrorCode::unsupported);
   if (p.heads_q % p.heads_kv)

@@ -1,5 +1,6 @@
 // fa4rt: the command-line face of the library.
-//   fa4rt prewarm [--arch N] [--backend B]   compile every supported configuration into the disk cache
+//   fa4rt prewarm [--arch N] [--backend B] [--qh-per-kv N]
+//                                            compile every supported configuration into the disk cache
 //                                            (offline: NVRTC needs no GPU; default arch: the GPU's, else 100)
 //   fa4rt plan [config] [--seqlen-q N --seqlen-k N] [--dot]
 //                                            print the Plan report of one configuration (or its barrier DOT)
@@ -11,6 +12,7 @@
 //         --lse --qh-per-kv N
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -37,7 +39,7 @@ struct Args {
 
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr << "fa4rt: " << problem << "\n"
-            << "usage: fa4rt prewarm [--arch N] [--backend B]\n"
+            << "usage: fa4rt prewarm [--arch N] [--backend B] [--qh-per-kv N]\n"
             << "       fa4rt plan [--arch N] [--backend B] [--dtype bf16|fp16] [--d N] [--dv N] [--causal] [--lse]\n"
             << "                  [--qh-per-kv N] [--seqlen-q N --seqlen-k N] [--dot]\n"
             << "       fa4rt dump --out DIR [config options as for plan]\n"
@@ -95,6 +97,7 @@ Args parse(int argc, char** argv) {
 int prewarm(const Args& a) {
   const int arch = a.config.arch;
   std::vector<KernelConfig> configs = supported_configs(a.config.backend, arch);
+  for (KernelConfig& c : configs) c.q_heads_per_kv = a.config.q_heads_per_kv;  // GQA packing is part of sm100 keys
   // With the automatic backend on sm_100, also build the portable kernels: they serve the head dims the
   // sm100 kernel does not take and are its first-use self-check reference.
   if (a.config.backend == Backend::automatic && detail::resolve_backend(Backend::automatic, arch) != Backend::portable)
@@ -151,11 +154,16 @@ int plan(const Args& a) {
 
 int dump(const Args& a) {
   if (a.out.empty()) usage("dump needs --out DIR");
+  std::error_code ec;
+  std::filesystem::create_directories(a.out, ec);
+  if (ec) throw Error(ErrorCode::invalid_argument, "--out " + a.out + ": cannot create the directory: " + ec.message());
   const KernelKey key = detail::key_for_config(a.config, a.config.arch);
   const Plan p = detail::make_plan(key);
   const std::string source = detail::assemble_source(p);
   const detail::CompiledKernel k = detail::nvrtc_compile(source, detail::compile_options(key), key.name(), a.out);
-  std::ofstream(a.out + "/" + key.name() + ".cubin", std::ios::binary).write(k.cubin.data(), k.cubin.size());
+  std::ofstream cubin(a.out + "/" + key.name() + ".cubin", std::ios::binary);
+  if (!cubin.write(k.cubin.data(), static_cast<std::streamsize>(k.cubin.size())))
+    throw Error(ErrorCode::invalid_argument, "--out " + a.out + ": cannot write the cubin");
   std::cout << a.out << "/" << key.name() << ".{cu,log,cubin}: " << source.size() << " bytes of source, " << k.cubin.size()
             << " bytes of cubin, " << std::fixed << std::setprecision(0) << k.milliseconds << " ms\n";
   return 0;
@@ -173,6 +181,9 @@ int main(int argc, char** argv) {
     usage("unknown command '" + a.command + "'");
   } catch (const fa4::Error& e) {
     std::cerr << "fa4rt: error (" << fa4::to_string(e.code()) << "): " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "fa4rt: error: " << e.what() << "\n";
     return 1;
   }
 }

@@ -108,8 +108,11 @@ class Attention {
   // synchronise, allocate or compile. Throws fa4::Error before any launch when the input is invalid.
   void run(const AttentionParams& params, CUstream stream);
 
-  // Compiles the configurations with a bounded number of parallel workers (loading nothing onto a GPU,
-  // so it works offline for any arch). Failures are reported per configuration, not thrown.
+  // Compiles the configurations with a bounded number of parallel workers (NVRTC only, so it works offline
+  // for any arch) and, when a context is current and a configuration's arch is its device's, loads the
+  // kernels into it (and runs the sm100 first-use self-check), so a later graph capture needs no module
+  // load. Configurations map to the keys run() would select (the Options' backend when a configuration
+  // says automatic). Failures are reported per configuration, not thrown.
   PrewarmReport prewarm(const std::vector<KernelConfig>& configs);
 
   // The Plan (and its launch shape) run() would use for these parameters on the current device.
@@ -126,7 +129,8 @@ class Attention {
   std::unique_ptr<Impl> impl_;
 };
 
-// Every configuration a backend supports on `arch` (for prewarming and for tests).
+// Every configuration a backend supports on `arch` with one q head per kv head (for prewarming and tests;
+// GQA-packed sm100 keys differ only in q_heads_per_kv).
 std::vector<KernelConfig> supported_configs(Backend backend, int arch);
 
 const char* version();

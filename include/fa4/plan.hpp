@@ -27,6 +27,14 @@ enum class DebugFault {
 };
 const char* to_string(DebugFault fault);
 
+// The (head_dim, head_dim_v) pairs the library takes: equal dims of 32, 64, 96, 128, 192 or 256, and
+// (192, 128). The portable kernel serves all of them; the sm100 kernel a subset (plan_sm100.cpp).
+struct HeadDims {
+  int head_dim, head_dim_v;
+};
+const std::vector<HeadDims>& supported_head_dims();
+bool head_dims_supported(int64_t head_dim, int64_t head_dim_v);
+
 // Only what changes generated code. Batch, sequence lengths, head counts, strides, pointers and the
 // softmax scale are kernel arguments, so a warm-up call and a real call map to the same key.
 struct KernelKey {

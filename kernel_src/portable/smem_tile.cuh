@@ -11,7 +11,7 @@
 // Addressing without live-register blowup: a thread computes offset(row0, chunk0) of its lane once;
 // fragments at (row0 + R, chunk0 + C) then cost one XOR with a constant and an immediate (moved()).
 // Offsets are relative to the tile; bank-conflict freedom needs tile bases aligned to 128 bytes (the
-// plan aligns every buffer and stage; the dynamic smem array is __align__(128)).
+// buffer and stage sizes of the plan are multiples of 128 bytes; the dynamic smem array is __align__(128)).
 #pragma once
 
 #include "portable/ptx.cuh"

@@ -469,9 +469,9 @@ __device__ void epilogue_role(const fa4k::AttentionArgs& a, const Smem& sm, cons
 
 }  // namespace fa4::sm100::fwd
 
-// Dynamic shared memory, declared 1024-B aligned (the swizzle atom; the kernel has no static shared
-// memory, so the whole Plan budget is available), addressed through the __shared__ array so the compiler
-// keeps shared-space loads and stores.
+// Dynamic shared memory, declared 1024-B aligned (the swizzle atom), addressed through the __shared__ array
+// so the compiler keeps shared-space loads and stores. Hardware builds have no static shared memory; the
+// emulator's 16 bytes push the base by 1 KB, which the emulated Plan's budget leaves room for.
 __device__ __forceinline__ fa4::sm100::fwd::Smem smem_layout() {
   extern __shared__ __align__(1024) char smem_raw[];
   return {smem_raw};

@@ -5,6 +5,7 @@
 #include "runtime/codegen.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/nvrtc.hpp"
+#include "runtime/planner.hpp"
 
 namespace fa4::test {
 
@@ -40,14 +41,12 @@ void JitModule::launch(CUfunction fn, unsigned grid, unsigned block, unsigned sm
                        CUstream stream) {
   if (smem_bytes > 48 * 1024)
     FA4_CU(cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem_bytes)));
-  CUlaunchConfig config = {};
-  config.gridDimX = grid;
-  config.gridDimY = config.gridDimZ = 1;
-  config.blockDimX = block;
-  config.blockDimY = config.blockDimZ = 1;
-  config.sharedMemBytes = smem_bytes;
-  config.hStream = stream;
-  FA4_CU(cuLaunchKernelEx(&config, fn, args, nullptr));
+  LaunchShape shape;
+  shape.grid[0] = grid;
+  shape.block[0] = block;
+  shape.smem_bytes = smem_bytes;
+  const detail::LaunchConfig config(shape, stream);
+  FA4_CU(cuLaunchKernelEx(config.get(), fn, args, nullptr));
 }
 
 }  // namespace fa4::test

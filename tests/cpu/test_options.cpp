@@ -2,9 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "fa4/fa4.hpp"
+#include "cache/disk_cache.hpp"
 #include "runtime/planner.hpp"
+#include "test_util.hpp"
 
 namespace fa4 {
 namespace {
@@ -28,7 +31,8 @@ TEST(Options, ReadsEveryVariable) {
       d("FA4_BACKEND", "sm100_emulated"), e("FA4_NO_JIT", "1"), f("FA4_COMPILE_THREADS", "3"),
       g("FA4_SELF_CHECK", "off"), h("FA4_DUMP_DIR", "/tmp/dump");
   const Options o = Options::from_env();
-  EXPECT_EQ(o.cache_dir, "/tmp/fa4-x");
+  EXPECT_EQ(o.cache_dir, "") << "FA4_CACHE_DIR is resolved by the disk cache (cache::default_cache_dir)";
+  EXPECT_EQ(cache::default_cache_dir(), "/tmp/fa4-x");
   EXPECT_FALSE(o.disk_cache);
   EXPECT_EQ(o.log_level, LogLevel::debug);
   EXPECT_EQ(o.backend, Backend::sm100_emulated);
@@ -105,6 +109,44 @@ TEST(Selection, KeyNamesAndTargetsDistinguishBackends) {
   EXPECT_EQ(emulated.target(), "sm_90a");
   EXPECT_FALSE(real == emulated);
   EXPECT_NE(real.name(), emulated.name());
+}
+
+}  // namespace
+}  // namespace fa4
+
+namespace fa4 {
+namespace {
+
+// prewarm/describe and run() must select the same key: a configuration that says "automatic" takes the
+// Options' backend (here portable, even for an sm_100 target).
+TEST(Selection, DescribeFollowsTheOptionsBackend) {
+  Options o;
+  o.disk_cache = false;
+  o.backend = Backend::portable;
+  Attention attention(o);
+  KernelConfig c;
+  c.arch = 100;
+  EXPECT_EQ(attention.describe(c).key.backend, Backend::portable);
+  c.backend = Backend::sm100;  // an explicit choice wins
+  EXPECT_EQ(attention.describe(c).key.backend, Backend::sm100);
+  Options automatic = o;
+  automatic.backend = Backend::automatic;
+  c.backend = Backend::automatic;
+  EXPECT_EQ(Attention(automatic).describe(c).key.backend, Backend::sm100);
+}
+
+TEST(Options, DiskCacheOffTouchesNoDirectory) {
+  test::TempDir tmp;
+  const std::string never = tmp.path() + "/never";
+  ScopedEnv dir("FA4_CACHE_DIR", never.c_str());
+  Options o;
+  o.disk_cache = false;
+  Attention attention(o);
+  KernelConfig c;
+  c.arch = 90;
+  c.backend = Backend::portable;
+  EXPECT_TRUE(attention.prewarm({c}).failures.empty());
+  EXPECT_FALSE(std::filesystem::exists(never)) << "FA4_DISK_CACHE=0 must not create the cache directory";
 }
 
 }  // namespace

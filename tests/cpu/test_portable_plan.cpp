@@ -146,8 +146,8 @@ TEST(PortablePlan, RejectsWhatTheKernelCannotRunWithAReason) {
     EXPECT_NE(why.find(b.reason), std::string::npos) << why;
     EXPECT_FALSE(portable_supports(b.key, nullptr));  // no crash without a reason pointer
     try {
-      make_portable_plan(b.key);
-      ADD_FAILURE() << "make_portable_plan accepted an unsupported key";
+      make_plan(b.key);
+      ADD_FAILURE() << "make_plan accepted an unsupported key";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::unsupported);
       EXPECT_NE(std::string(e.what()).find(b.reason), std::string::npos) << e.what();
@@ -174,7 +174,9 @@ TEST(PortablePlan, LaunchShapeCoversEveryTileOnce) {
       problem.params.head_dim = d;
       problem.params.head_dim_v = dv;
       problem.q_heads_per_kv = static_cast<int>(s.heads_q);
-      const LaunchShape shape = portable_launch_shape(plan, problem, 132);
+      fa4k::AttentionArgs args{};
+      fill_schedule(plan, problem, args);
+      const LaunchShape shape = launch_shape(plan, args, 132);
       const int64_t m_blocks = (s.seqlen_q + plan.tile_m - 1) / plan.tile_m;
       EXPECT_EQ(shape.grid[0], m_blocks * s.heads_q * s.batch) << d << " " << s.seqlen_q;
       EXPECT_EQ(shape.grid[1], 1u);
@@ -182,8 +184,6 @@ TEST(PortablePlan, LaunchShapeCoversEveryTileOnce) {
       EXPECT_EQ(shape.block[0], static_cast<unsigned>(plan.threads));
       EXPECT_EQ(shape.smem_bytes, static_cast<unsigned>(plan.smem_bytes));
       EXPECT_EQ(shape.cluster[0] * shape.cluster[1] * shape.cluster[2], 1u);
-      fa4k::AttentionArgs args{};
-      fill_schedule(plan, problem, 132, args);
       EXPECT_EQ(args.num_m_blocks, m_blocks);
       EXPECT_EQ(static_cast<unsigned>(args.total_tiles), shape.grid[0]);
     }
