@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 
 namespace fa4::cache {
 

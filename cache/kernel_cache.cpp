@@ -4,7 +4,7 @@
 #include <future>
 
 #include "fa4/error.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 
 namespace fa4::cache {
 

@@ -23,7 +23,7 @@
 
 #include "cache/disk_cache.hpp"
 #include "cache/kernel_cache.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "cache_fixtures.hpp"
 #include "test_util.hpp"
 

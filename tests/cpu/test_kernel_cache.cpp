@@ -19,7 +19,7 @@
 
 #include "cache/kernel_cache.hpp"
 #include "fa4/error.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "cache_fixtures.hpp"
 #include "test_util.hpp"
 

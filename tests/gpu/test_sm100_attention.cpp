@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "attention_check.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "test_util.hpp"
 
 namespace fa4::test {

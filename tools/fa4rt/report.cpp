@@ -1,7 +1,7 @@
 // Human-readable views of a Plan: the report printed by `fa4rt plan` and the barrier graph in DOT.
 // Everything here is read from the Plan (and, for the mask classes, from kernel_src/common/block_range.h,
 // the code the kernel schedules with); nothing is re-derived.
-#include "runtime/report.hpp"
+#include "tools/fa4rt/report.hpp"
 
 #include <algorithm>
 #include <iomanip>

@@ -1,4 +1,4 @@
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 

@@ -23,7 +23,7 @@
 #include "runtime/driver.hpp"
 #include "runtime/nvrtc.hpp"
 #include "runtime/planner.hpp"
-#include "runtime/report.hpp"
+#include "tools/fa4rt/report.hpp"
 
 namespace {
 
