@@ -69,10 +69,10 @@ Plan make_portable_plan(const KernelKey& key) {  // make_plan checked the key
   const int k_bytes = kKvStages * plan.tile_n * d * 2;
   const int v_bytes = kKvStages * plan.tile_n * dv * 2;
   plan.smem = {
-      {"Q", 0, q_bytes, "Q tile: tile_m rows x d, swizzled 16-byte chunks"},
-      {"K", q_bytes, k_bytes, "K ring: kv_stages x tile_n rows x d, swizzled"},
-      {"V", q_bytes + k_bytes, v_bytes, "V ring: kv_stages x tile_n rows x dv, swizzled"},
-      {"O", 0, plan.tile_m * dv * 2, "O staging for coalesced stores: aliases Q, written after the last QK and a CTA barrier"},
+      {"Q", 0, q_bytes, 0, "Q tile: tile_m rows x d, swizzled 16-byte chunks"},
+      {"K", q_bytes, k_bytes, plan.tile_n * d * 2, "K ring: kv_stages x tile_n rows x d, swizzled"},
+      {"V", q_bytes + k_bytes, v_bytes, plan.tile_n * dv * 2, "V ring: kv_stages x tile_n rows x dv, swizzled"},
+      {"O", 0, plan.tile_m * dv * 2, 0, "O staging for coalesced stores: aliases Q, written after the last QK and a CTA barrier"},
   };
   plan.smem_bytes = q_bytes + k_bytes + v_bytes;
 

@@ -94,20 +94,28 @@ Plan make_sm100_plan(const KernelKey& key) {  // make_plan checked the key
   p.kv_stages = stages;
 
   int offset = 0;
-  auto add = [&](const std::string& name, int bytes, const std::string& contents, int align = 1024) {
+  auto add = [&](const std::string& name, int bytes, int stride, const std::string& contents, int align = 1024) {
     offset = round_up(offset, align);
-    p.smem.push_back({name, offset, bytes, contents});
+    p.smem.push_back({name, offset, bytes, stride, contents});
     offset += bytes;
   };
-  add("Q", q_bytes, "2 Q tiles of 128 rows x d, TMA boxes of " + std::to_string(box_cols) + " columns, " + std::to_string(swizzle) + "B swizzle");
-  add("KV", stages * slot_bytes, std::to_string(stages) + " ring slots of " + std::to_string(slot_bytes) + " B; K and V blocks alternate");
-  if (o_aliases_q)
-    p.smem.push_back({"O", p.smem[0].offset, o_bytes, "2 O tiles for the TMA store, over the Q buffers (Q is released only after the store)"});
-  else
-    add("O", o_bytes, "2 O tiles of 128 rows x dv for the TMA store, same box layout as Q");
-  add("Bars", barrier_bytes(stages), "mbarriers (see the barrier list)", 16);
-  add("Stats", stats_bytes, "mailbox: per tile and row, [acc_scale or row_sum, row_max]", 16);
-  add("TmemAddr", 16, "TMEM base address written by tcgen05.alloc", 16);
+  const int q_tile_bytes = kTile * d * 2, o_tile_bytes = kTile * dv * 2;
+  add("Q", q_bytes, q_tile_bytes,
+      "2 Q tiles of 128 rows x d, TMA boxes of " + std::to_string(box_cols) + " columns, " + std::to_string(swizzle) + "B swizzle");
+  add("KV", stages * slot_bytes, slot_bytes,
+      std::to_string(stages) + " ring slots of " + std::to_string(slot_bytes) + " B; K and V blocks alternate");
+  if (o_aliases_q) {
+    // O tile s lies inside Q tile s (dv <= d), so releasing Q tile s after O tile s's store frees nothing that the
+    // other O tile still uses.
+    if (dv > d) throw Error(ErrorCode::internal, key.name() + ": O can be staged over Q only when dv <= d");
+    p.smem.push_back({"O", p.smem[0].offset, (kQTiles - 1) * q_tile_bytes + o_tile_bytes, q_tile_bytes,
+                      "O tile s inside Q tile s for the TMA store (Q tile s is released only after O tile s's store)"});
+  } else {
+    add("O", o_bytes, o_tile_bytes, "2 O tiles of 128 rows x dv for the TMA store, same box layout as Q");
+  }
+  add("Bars", barrier_bytes(stages), 0, "mbarriers (see the barrier list)", 16);
+  add("Stats", stats_bytes, 0, "mailbox: per tile and row, [acc_scale or row_sum, row_max]", 16);
+  add("TmemAddr", 16, 0, "TMEM base address written by tcgen05.alloc", 16);
   p.smem_bytes = round_up(offset, 16);
 
   // TMEM: S0, S1 (fp32, 128 columns each), O0, O1 (dv columns each); P_s over the upper half of S_s.

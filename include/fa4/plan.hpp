@@ -57,6 +57,7 @@ struct SmemBuffer {
   std::string name;       // identifier used in the generated preamble (kSmem<Name>Offset/Bytes)
   int offset = 0;         // bytes from the start of dynamic shared memory
   int bytes = 0;          // total size, all stages
+  int stride = 0;         // bytes from one per-tile (or per-stage) instance to the next; 0: one instance
   std::string contents;   // what lives there, for the report
 };
 
