@@ -83,10 +83,18 @@ ResourceUsage parse_ptxas_report(const std::string& log) {
   return r;
 }
 
+NvrtcVersion nvrtc_version_numbers() {
+  static const NvrtcVersion v = [] {
+    NvrtcVersion n;
+    check_nvrtc(nvrtcVersion(&n.major, &n.minor), "nvrtcVersion");
+    return n;
+  }();
+  return v;
+}
+
 std::string nvrtc_version() {
-  int major = 0, minor = 0;
-  check_nvrtc(nvrtcVersion(&major, &minor), "nvrtcVersion");
-  return std::to_string(major) + "." + std::to_string(minor);
+  const NvrtcVersion v = nvrtc_version_numbers();
+  return std::to_string(v.major) + "." + std::to_string(v.minor);
 }
 
 }  // namespace fa4::detail

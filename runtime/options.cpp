@@ -39,6 +39,19 @@ Options Options::from_env() {
     o.max_compile_threads = static_cast<int>(n);
   }
   if (const char* v = env("FA4_DUMP_DIR")) o.dump_dir = v;
+  if (const char* v = env("FA4_EMULATION")) {
+    const std::string e = v;
+    if (e != "strict" && e != "adversarial")
+      throw Error(ErrorCode::invalid_argument, "FA4_EMULATION='" + e + "': must be strict or adversarial");
+    o.emulation = e == "strict" ? Emulation::strict : Emulation::adversarial;
+  }
+  if (const char* v = env("FA4_EMULATION_SEED")) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(v, &end, 10);
+    if (*end || *v == '-' || n > 0xffffffffUL)
+      throw Error(ErrorCode::invalid_argument, std::string("FA4_EMULATION_SEED='") + v + "': must be an integer in [0, 2^32)");
+    o.emulation_seed = static_cast<unsigned>(n);
+  }
   return o;
 }
 

@@ -59,6 +59,8 @@ struct Options {
   bool self_check = true;         // sm100: compare with the portable kernel on first use of a config
   std::string dump_dir;           // when set, generated sources and NVRTC logs are written here
   DebugFault debug_fault = DebugFault::none;  // tests only: compile a deliberate defect into sm100 kernels
+  Emulation emulation = Emulation::strict;    // sm100_emulated: how faithfully the emulator runs (FA4_EMULATION)
+  unsigned emulation_seed = 0;                // adversarial: 0 reverses unordered MMAs, else a seeded random order
 
   static Options from_env();
 };

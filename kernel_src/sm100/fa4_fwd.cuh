@@ -31,6 +31,7 @@ constexpr float kLn2 = 0.6931471805599453f;
 static_assert(kQTiles == 2 && kM == 128 && kN == 128, "the warp-role layout assumes 2 Q tiles of 128 x 128");
 static_assert(kD % kBoxCols == 0 && kDv % kBoxCols == 0, "head dims are whole TMA boxes");
 static_assert(kTmemO1Col + kDv <= fa4cfg::kTmemColumns, "TMEM map exceeds the allocation");
+static_assert(kTcgen05Emulated == kEmulated, "the compile target selected the other tcgen05 implementation than the Plan");
 
 enum class Fault { none, skip_rescale, early_normalize, tmem_reuse_race, wrong_gqa_map };
 constexpr Fault kFault = static_cast<Fault>(kDebugFault);

@@ -22,7 +22,7 @@
 #include "runtime/codegen.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/nvrtc.hpp"
-#include "runtime/planner.hpp"
+#include "runtime/backend.hpp"
 #include "tools/fa4rt/report.hpp"
 
 namespace {
@@ -98,9 +98,9 @@ int prewarm(const Args& a) {
   const int arch = a.config.arch;
   std::vector<KernelConfig> configs = supported_configs(a.config.backend, arch);
   for (KernelConfig& c : configs) c.q_heads_per_kv = a.config.q_heads_per_kv;  // GQA packing is part of sm100 keys
-  // With the automatic backend on sm_100, also build the portable kernels: they serve the head dims the
-  // sm100 kernel does not take and are its first-use self-check reference.
-  if (a.config.backend == Backend::automatic && detail::resolve_backend(Backend::automatic, arch) != Backend::portable)
+  // With the automatic backend on sm_100, also build the portable kernels of the configurations sm100
+  // serves: they are its first-use self-check reference and its fallback.
+  if (a.config.backend == Backend::automatic)
     for (const KernelConfig& c : supported_configs(Backend::portable, arch)) configs.push_back(c);
   Options options = Options::from_env();
   Attention attention(options);

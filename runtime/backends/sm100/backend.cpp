@@ -1,10 +1,11 @@
-// The FA4 forward kernel's Plan for sm_100a (and its sm_90a emulation): every tile, stage, buffer, TMEM
-// column, warp role, register budget, barrier and TMA box the kernel uses. Facts: docs/fa4-algorithm.md.
+// The sm100 backend: the FA4-style forward kernel for Blackwell (sm_100 family) and, from the same source,
+// its tcgen05 emulation on sm_90a (Backend::sm100_emulated). The Plan holds every tile, stage, buffer, TMEM
+// column, warp role, register budget, barrier and TMA box the kernel uses.
 #include <algorithm>
 
 #include "fa4/error.hpp"
 #include "kernel_src/sm100/descriptors.h"
-#include "runtime/planner.hpp"
+#include "runtime/backend.hpp"
 #include "runtime/tma.hpp"
 
 namespace fa4::detail {
@@ -26,19 +27,49 @@ Registers registers_for(const KernelKey& key) {
   return {192, 80, 48};
 }
 
-}  // namespace
-
 // Q heads per kv head that one tile packs: all of them when they divide the 128-row tile.
-int sm100_gqa_pack(int q_heads_per_kv) {
-  return q_heads_per_kv > 1 && kTile % q_heads_per_kv == 0 ? q_heads_per_kv : 1;
+int gqa_pack(int q_heads_per_kv) { return q_heads_per_kv > 1 && kTile % q_heads_per_kv == 0 ? q_heads_per_kv : 1; }
+
+class Sm100Backend final : public KernelBackend {
+ public:
+  explicit Sm100Backend(bool emulated) : emulated_(emulated) {}
+  Backend id() const override { return emulated_ ? Backend::sm100_emulated : Backend::sm100; }
+  std::string cannot_run_on(int device_arch) const override;
+  KernelKey key(KernelKey base, const KernelConfig& config, int device_arch) const override;
+  bool supports(const KernelKey& key, std::string* why) const override;
+  Plan plan(const KernelKey& key) const override;
+  LaunchShape launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count) const override;
+  int tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out) const override;
+
+ private:
+  bool emulated_;
+};
+
+std::string Sm100Backend::cannot_run_on(int device_arch) const {
+  if (emulated_)
+    return device_arch == 90 ? "" : "sm100_emulated runs only on sm_90 devices, this one is sm_" + std::to_string(device_arch);
+  return device_arch == 100 || device_arch == 103
+             ? ""
+             : "sm100 needs an sm_100/sm_103 device, this one is sm_" + std::to_string(device_arch) +
+                   " (use sm100_emulated on sm_90, or portable)";
 }
 
-bool sm100_supports(const KernelKey& key, std::string* why) {
+// Hardware: the sm_100f family target (one cubin that loads on sm_100 and sm_103) where NVRTC has family
+// targets, else the device's own arch-specific target (sm_100a or sm_103a). Emulated: sm_90a.
+KernelKey Sm100Backend::key(KernelKey base, const KernelConfig& config, int device_arch) const {
+  base.variant = emulated_ || !nvrtc_has_family_targets() ? ArchVariant::specific : ArchVariant::family;
+  base.arch = emulated_ ? 90 : base.variant == ArchVariant::family || device_arch != 103 ? 100 : 103;
+  base.gqa_pack = gqa_pack(config.q_heads_per_kv);
+  return base;
+}
+
+bool Sm100Backend::supports(const KernelKey& key, std::string* why) const {
   auto no = [&](const std::string& reason) {
     if (why) *why = reason;
     return false;
   };
-  if (key.backend != Backend::sm100 && key.backend != Backend::sm100_emulated) return no("not an sm100 key");
+  if (key.backend != id()) return no(std::string("not a ") + to_string(id()) + " key");
+  if (!emulated_ && key.emulation != Emulation::strict) return no("emulation modes apply to sm100_emulated only");
   const bool dims_ok = (key.head_dim == key.head_dim_v && (key.head_dim == 64 || key.head_dim == 96 || key.head_dim == 128)) ||
                        (key.head_dim == 192 && key.head_dim_v == 128);
   if (!dims_ok)
@@ -48,7 +79,7 @@ bool sm100_supports(const KernelKey& key, std::string* why) {
   return true;
 }
 
-Plan make_sm100_plan(const KernelKey& key) {  // make_plan checked the key
+Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the key
   Plan p;
   p.key = key;
   p.kernel_name = "fa4_sm100_fwd";
@@ -177,7 +208,7 @@ Plan make_sm100_plan(const KernelKey& key) {  // make_plan checked the key
   return p;
 }
 
-LaunchShape sm100_launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count) {
+LaunchShape Sm100Backend::launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count) const {
   LaunchShape s;
   const int tiles = scheduled.total_tiles;
   s.grid[0] = static_cast<unsigned>(plan.persistent ? std::min(tiles, std::max(1, sm_count)) : tiles);
@@ -186,7 +217,7 @@ LaunchShape sm100_launch_shape(const Plan& plan, const fa4k::AttentionArgs& sche
   return s;
 }
 
-int sm100_tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out) {
+int Sm100Backend::tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out) const {
   const AttentionParams& p = problem.params;
   const int pack = plan.key.gqa_pack;
   auto box = [&](const std::string& name) {
@@ -216,6 +247,18 @@ int sm100_tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap*
   out[2] = make_tma_descriptor(tensor("v", p.v, p.seqlen_k, p.heads_kv, p.head_dim_v, p.v_stride, 0), box("V"));
   out[3] = make_tma_descriptor(tensor("o", p.o, p.seqlen_q, p.heads_q, p.head_dim_v, p.o_stride, pack), box("O"));
   return 4;
+}
+
+}  // namespace
+
+const KernelBackend& sm100_backend() {
+  static const Sm100Backend backend(false);
+  return backend;
+}
+
+const KernelBackend& sm100_emulated_backend() {
+  static const Sm100Backend backend(true);
+  return backend;
 }
 
 }  // namespace fa4::detail
