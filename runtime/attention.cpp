@@ -315,6 +315,9 @@ struct Attention::Impl {
 
   int resolve_arch(int requested) {
     if (requested) return requested;
+    if (!driver_available())
+      throw Error(ErrorCode::invalid_argument, "arch: 0 means the current device, but the CUDA driver is not available (" +
+                                                   driver_unavailable_reason() + "); name the arch instead");
     CUcontext ctx = nullptr;
     check_cu(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
     if (!ctx) throw Error(ErrorCode::invalid_argument, "arch: 0 means the current device, but no CUDA context is current");
@@ -361,6 +364,7 @@ PrewarmReport Attention::prewarm(const std::vector<KernelConfig>& configs) {
     for (size_t i = next++; i < configs.size(); i = next++) {
       const KernelConfig& config = configs[i];
       try {
+        validate_config(config);
         const int arch = impl_->resolve_arch(config.arch);
         const KernelKey key = impl_->key_for(config, arch);
         cache::Origin origin = cache::Origin::memory;
@@ -407,6 +411,7 @@ LaunchShape Attention::launch_shape(const AttentionParams& params) const {
 }
 
 KernelInfo Attention::describe(const KernelConfig& config) const {
+  validate_config(config);
   const int arch = impl_->resolve_arch(config.arch);
   KernelInfo info;
   info.key = impl_->key_for(config, arch);
