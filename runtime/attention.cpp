@@ -338,6 +338,7 @@ void Attention::run(const AttentionParams& params, CUstream stream) {
   if (!k) {
     check_supported(key);
     check_runnable(key.backend, ctx.device.arch);
+    check_index_range(make_plan(key), problem);  // before compiling; launch() checks the plan it launches again
     if (capturing(stream))
       throw Error(ErrorCode::graph_capture, key.name() + " is not loaded in this context and the stream is being captured: "
                                                          "compiling or loading a module would invalidate the capture; "

@@ -46,7 +46,11 @@ class LaunchConfig {
 // TMA descriptors passed after the argument block (none for the portable kernel); returns how many.
 constexpr int kMaxTmaDescriptors = 4;
 int tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out);
-// Fills the scheduler fields of the kernel arguments (num_m_blocks, total_tiles) for this plan.
+// Throws Error(invalid_argument) naming the field when the kernel of this plan would overflow its 32-bit
+// index arithmetic on this problem (key blocks, packed rows, causal limits, work tiles).
+void check_index_range(const Plan& plan, const Problem& problem);
+// Fills the scheduler fields of the kernel arguments (num_m_blocks, total_tiles) for this plan, after
+// check_index_range.
 void fill_schedule(const Plan& plan, const Problem& problem, fa4k::AttentionArgs& args);
 
 // Backend planners (one file each).
