@@ -2,8 +2,13 @@
 //   params --validate--> Problem --select--> KernelKey --plan--> Plan --codegen--> source --hash--> cache
 //   --> cubin --load per context--> CUfunction;  Problem + Plan --> args, TMA maps, launch shape --> launch.
 // run() on a hit: validate, one shared-lock map lookup, argument assembly, cuLaunchKernelEx.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <shared_mutex>
@@ -108,6 +113,44 @@ void check_runnable(Backend backend, int arch) {
     throw Error(ErrorCode::unsupported, "backend portable: needs sm_80 or newer, this device is sm_" + std::to_string(arch));
 }
 
+[[noreturn]] void bad_option(const std::string& field, const std::string& rule) {
+  throw Error(ErrorCode::invalid_argument, field + ": " + rule);
+}
+
+template <class Enum>
+void check_enum(const char* field, Enum value, Enum last) {
+  const int v = static_cast<int>(value);
+  if (v < 0 || v > static_cast<int>(last))
+    bad_option(field, "must be a value of its enum (0.." + std::to_string(static_cast<int>(last)) + "), got " + std::to_string(v));
+}
+
+// The dump directory must exist and take new files: dumps are written during compiles, where a failure
+// would go unnoticed. A probe file, not access(W_OK): root passes access() on read-only directories.
+void check_dump_dir(const std::string& dir) {
+  const std::string field = "dump_dir (FA4_DUMP_DIR)";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) bad_option(field, "cannot create '" + dir + "': " + ec.message());
+  if (!std::filesystem::is_directory(dir, ec)) bad_option(field, "'" + dir + "' is not a directory");
+  const std::string probe = dir + "/.fa4rt-write-probe-" + std::to_string(getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) bad_option(field, "cannot write in '" + dir + "': " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+// Options rules, checked before the constructor creates anything (the disk cache directory included).
+Options checked(Options o) {
+  check_enum("log_level", o.log_level, LogLevel::off);
+  check_enum("backend", o.backend, Backend::sm100_emulated);
+  check_enum("debug_fault", o.debug_fault, DebugFault::wrong_gqa_map);
+  if (o.max_compile_threads < 0 || o.max_compile_threads > kMaxCompileThreads)
+    bad_option("max_compile_threads (FA4_COMPILE_THREADS)", "must be in [0, " + std::to_string(kMaxCompileThreads) +
+                                                                "] (0: cores, at most 8), got " + std::to_string(o.max_compile_threads));
+  if (!o.dump_dir.empty()) check_dump_dir(o.dump_dir);
+  return o;
+}
+
 bool capturing(CUstream stream) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   check_cu(driver().cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
@@ -131,14 +174,10 @@ struct Attention::Impl {
   std::mutex load_mutex;  // serialises module loads and self-checks (cheap next to compiling)
 
   explicit Impl(Options o)
-      : options(std::move(o)),
+      : options(checked(std::move(o))),
         disk(options.disk_cache ? std::optional<cache::DiskCache>(std::in_place, options.cache_dir) : std::nullopt),
         cache(disk ? &*disk : nullptr) {
     set_log_level(options.log_level);
-    if (!options.dump_dir.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(options.dump_dir, ec);
-    }
   }
 
   ~Impl() {
