@@ -230,6 +230,15 @@ Case c_prewarm_case(const std::string& name, const std::string& field, std::func
 std::vector<Case> bad_inputs() {
   using P = AttentionParams;
   const auto at = [](uintptr_t address) { return reinterpret_cast<const void*>(address); };
+  // 2^35 work tiles: 2^20 batches x 2^12 heads x 8 row blocks of 1024 tokens.
+  const auto over_2_to_31_tiles = [](int64_t head_dim) {
+    return [head_dim](P& p) {
+      p.head_dim = head_dim;
+      p.batch = int64_t{1} << 20;
+      p.heads_q = p.heads_kv = int64_t{1} << 12;
+      p.seqlen_q = p.seqlen_k = 1024;
+    };
+  };
   std::vector<Case> t = {
       // pointers
       params_case("q null", "q", [](P& p) { p.q = nullptr; }),
@@ -337,12 +346,7 @@ std::vector<Case> bad_inputs() {
         p.seqlen_q = 1;
         p.seqlen_k = k2to31 - 64;
       }),
-      plan_case("portable work tiles", "batch", Backend::portable, 90, [](P& p) {
-        p.head_dim = 32;
-        p.batch = int64_t{1} << 20;
-        p.heads_q = p.heads_kv = int64_t{1} << 12;
-        p.seqlen_q = p.seqlen_k = 1024;
-      }),
+      plan_case("portable work tiles", "batch", Backend::portable, 90, over_2_to_31_tiles(32)),
       plan_case("sm100 seqlen_k 2^31-1", "seqlen_k", Backend::automatic, 100, [](P& p) { p.seqlen_k = k2to31 - 1; }),
       plan_case("sm100 seqlen_q 2^31-1", "seqlen_q", Backend::automatic, 100, [](P& p) {
         p.batch = 1;
@@ -365,12 +369,7 @@ std::vector<Case> bad_inputs() {
         p.heads_kv = p.heads_q = 1;
         p.seqlen_q = p.seqlen_k = (int64_t{1} << 30) + 1;
       }),
-      plan_case("sm100 work tiles", "batch", Backend::sm100, 100, [](P& p) {
-        p.head_dim = 64;
-        p.batch = int64_t{1} << 20;
-        p.heads_q = p.heads_kv = int64_t{1} << 12;
-        p.seqlen_q = p.seqlen_k = 1024;
-      }),
+      plan_case("sm100 work tiles", "batch", Backend::sm100, 100, over_2_to_31_tiles(64)),
       plan_case("sm100_emulated seqlen_k 2^31-1", "seqlen_k", Backend::sm100_emulated, 90, [](P& p) { p.seqlen_k = k2to31 - 1; }),
       // KernelConfig through prewarm (a per-configuration failure) and describe (thrown)
       prewarm_case("q_heads_per_kv 0", "q_heads_per_kv", [](KernelConfig& c) { c.q_heads_per_kv = 0; }),
