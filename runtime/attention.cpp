@@ -2,8 +2,13 @@
 //   params --validate--> Problem --select--> KernelKey --plan--> Plan --codegen--> source --hash--> cache
 //   --> cubin --load per context--> CUfunction;  Problem + Plan --> args, TMA maps, launch shape --> launch.
 // run() on a hit: validate, one shared-lock map lookup, argument assembly, cuLaunchKernelEx.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <shared_mutex>
@@ -91,6 +96,44 @@ void check_runnable(Backend backend, int arch) {
   if (!why.empty()) throw Error(ErrorCode::unsupported, "backend " + std::string(to_string(backend)) + ": " + why);
 }
 
+[[noreturn]] void bad_option(const std::string& field, const std::string& rule) {
+  throw Error(ErrorCode::invalid_argument, field + ": " + rule);
+}
+
+template <class Enum>
+void check_enum(const char* field, Enum value, Enum last) {
+  const int v = static_cast<int>(value);
+  if (v < 0 || v > static_cast<int>(last))
+    bad_option(field, "must be a value of its enum (0.." + std::to_string(static_cast<int>(last)) + "), got " + std::to_string(v));
+}
+
+// The dump directory must exist and take new files: dumps are written during compiles, where a failure
+// would go unnoticed. A probe file, not access(W_OK): root passes access() on read-only directories.
+void check_dump_dir(const std::string& dir) {
+  const std::string field = "dump_dir (FA4_DUMP_DIR)";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) bad_option(field, "cannot create '" + dir + "': " + ec.message());
+  if (!std::filesystem::is_directory(dir, ec)) bad_option(field, "'" + dir + "' is not a directory");
+  const std::string probe = dir + "/.fa4rt-write-probe-" + std::to_string(getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) bad_option(field, "cannot write in '" + dir + "': " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+// Options rules, checked before the constructor creates anything (the disk cache directory included).
+Options checked(Options o) {
+  check_enum("log_level", o.log_level, LogLevel::off);
+  check_enum("backend", o.backend, Backend::sm100_emulated);
+  check_enum("debug_fault", o.debug_fault, DebugFault::wrong_gqa_map);
+  if (o.max_compile_threads < 0 || o.max_compile_threads > kMaxCompileThreads)
+    bad_option("max_compile_threads (FA4_COMPILE_THREADS)", "must be in [0, " + std::to_string(kMaxCompileThreads) +
+                                                                "] (0: cores, at most 8), got " + std::to_string(o.max_compile_threads));
+  if (!o.dump_dir.empty()) check_dump_dir(o.dump_dir);
+  return o;
+}
+
 bool capturing(CUstream stream) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   check_cu(driver().cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
@@ -118,14 +161,10 @@ struct Attention::Impl {
   std::set<std::string> logged;  // one-time log lines already written (guarded by load_mutex)
 
   explicit Impl(Options o)
-      : options(std::move(o)),
+      : options(checked(std::move(o))),
         disk(options.disk_cache ? std::optional<cache::DiskCache>(std::in_place, options.cache_dir) : std::nullopt),
         cache(disk ? &*disk : nullptr) {
     set_log_level(options.log_level);
-    if (!options.dump_dir.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(options.dump_dir, ec);
-    }
   }
 
   ~Impl() {
@@ -323,6 +362,9 @@ struct Attention::Impl {
 
   int resolve_arch(int requested) {
     if (requested) return requested;
+    if (!driver_available())
+      throw Error(ErrorCode::invalid_argument, "arch: 0 means the current device, but the CUDA driver is not available (" +
+                                                   driver_unavailable_reason() + "); name the arch instead");
     CUcontext ctx = nullptr;
     check_cu(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
     if (!ctx) throw Error(ErrorCode::invalid_argument, "arch: 0 means the current device, but no CUDA context is current");
@@ -343,6 +385,7 @@ void Attention::run(const AttentionParams& params, CUstream stream) {
   if (!k) {
     check_supported(key);
     check_runnable(key.backend, ctx.device.arch);
+    check_index_range(make_plan(key), problem);  // before compiling; launch() checks the plan it launches again
     if (capturing(stream))
       throw Error(ErrorCode::graph_capture, key.name() + " is not loaded in this context and the stream is being captured: "
                                                          "compiling or loading a module would invalidate the capture; "
@@ -371,6 +414,7 @@ PrewarmReport Attention::prewarm(const std::vector<KernelConfig>& configs) {
     for (size_t i = next++; i < configs.size(); i = next++) {
       KernelConfig config = configs[i];
       try {
+        validate_config(config);
         const int arch = impl_->resolve_arch(config.arch);
         const KernelKey key = impl_->key_for(config, arch);
         cache::Origin origin = cache::Origin::memory;
@@ -415,6 +459,7 @@ LaunchShape Attention::launch_shape(const AttentionParams& params) const {
 }
 
 KernelInfo Attention::describe(const KernelConfig& config) const {
+  validate_config(config);
   const int arch = impl_->resolve_arch(config.arch);
   KernelConfig c = config;
   KernelInfo info;

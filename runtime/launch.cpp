@@ -21,19 +21,69 @@ DeviceInfo read_device_info(CUdevice device) {
   return info;
 }
 
+namespace {
+
+[[noreturn]] void too_large(const std::string& field, const std::string& rule) {
+  throw Error(ErrorCode::invalid_argument, field + ": " + rule);
+}
+
+}  // namespace
+
+// The kernels compute row, key and tile indices in 32-bit int (kernel_src/common/params.h). The largest
+// values a problem reaches under a plan, each of which must stay at most INT_MAX:
+//  - key blocks: (seqlen_k + tile_n - 1) / tile_n (flash_fwd.cuh n_end, block_range.h total);
+//  - rows: seqlen_q * gqa_pack rounded up to whole CTAs (flash_fwd.cuh row0 + tile_m; fa4_fwd.cuh the packed
+//    row (m_block * 2 + s) * 128 + row, block_range.h first_row + rows - 1);
+//  - causal limits of the last, padding, row: row + (seqlen_k - seqlen_q) (flash_fwd.cuh mask_block) and
+//    token + seqlen_k, summed before seqlen_q is subtracted (fa4_fwd.cuh softmax_role);
+//  - work tiles: ceil(rows / rows per CTA) * heads_q / pack * batch (tile index, grid size).
+// Offsets into tensors and the LSE are 64-bit in both kernels.
+void check_index_range(const Plan& plan, const Problem& problem) {
+  constexpr long long kIntMax = 0x7fffffffLL;
+  const AttentionParams& p = problem.params;
+  // Messages are built only on failure: run() calls this on every launch.
+  auto kernel = [&] { return std::string("the ") + to_string(plan.key.backend) + " kernel"; };
+  const long long tile_n = plan.tile_n;
+  const long long pack = plan.key.gqa_pack;
+  const long long rows_per_cta = static_cast<long long>(plan.tile_m) * plan.q_tiles;
+
+  if (p.seqlen_k > kIntMax - (tile_n - 1))
+    too_large("seqlen_k", "must be at most 2^31 - " + std::to_string(tile_n) + " = " + std::to_string(kIntMax - tile_n + 1) +
+                              " for " + kernel() + " (it counts key blocks as (seqlen_k + " + std::to_string(tile_n - 1) +
+                              ") / " + std::to_string(tile_n) + " in 32 bits), got " + std::to_string(p.seqlen_k));
+  const long long max_rows = kIntMax / rows_per_cta * rows_per_cta;  // whole CTAs whose row indices fit
+  if (p.seqlen_q * pack > max_rows)
+    too_large("seqlen_q", "must be at most " + std::to_string(max_rows / pack) + " for " + kernel() +
+                              (pack > 1 ? " packing " + std::to_string(pack) + " q heads per tile" : std::string()) +
+                              " (its 32-bit row index reaches seqlen_q * " + std::to_string(pack) + " rounded up to " +
+                              std::to_string(rows_per_cta) + " rows), got " + std::to_string(p.seqlen_q));
+  const long long rows = p.seqlen_q * pack;
+  const long long m_blocks = (rows + rows_per_cta - 1) / rows_per_cta;
+  if (p.causal) {
+    const long long last_row = m_blocks * rows_per_cta - 1;
+    const bool portable = plan.key.backend == Backend::portable;
+    // The largest seqlen_k whose causal limit for that row fits.
+    const long long max_k = portable ? kIntMax - last_row + p.seqlen_q : kIntMax - last_row / pack;
+    if (p.seqlen_k > max_k)
+      too_large("seqlen_k", "must be at most " + std::to_string(max_k) + " with causal masking and seqlen_q " +
+                                std::to_string(p.seqlen_q) + " for " + kernel() + " (its 32-bit causal limit " +
+                                (portable ? "row + seqlen_k - seqlen_q" : "token + seqlen_k") +
+                                " reaches that for the last padded row), got " + std::to_string(p.seqlen_k));
+  }
+  const long long tiles = m_blocks * (p.heads_q / pack) * p.batch;
+  if (tiles > kIntMax)
+    too_large("batch * heads_q * ceil(seqlen_q / " + std::to_string(rows_per_cta) + ")",
+              "must be below 2^31 work tiles, got " + std::to_string(tiles));
+}
+
 void fill_schedule(const Plan& plan, const Problem& problem, fa4k::AttentionArgs& args) {
+  check_index_range(plan, problem);
   const AttentionParams& p = problem.params;
   const long long pack = plan.key.gqa_pack;
-  const long long rows = p.seqlen_q * pack;  // packed rows per (batch, kv-head group)
   const long long rows_per_cta = static_cast<long long>(plan.tile_m) * plan.q_tiles;
-  const long long m_blocks = (rows + rows_per_cta - 1) / rows_per_cta;
-  const long long tiles = m_blocks * (p.heads_q / pack) * p.batch;
-  if (tiles > 0x7fffffffLL)
-    throw Error(ErrorCode::invalid_argument,
-                "batch * heads_q * ceil(seqlen_q / " + std::to_string(rows_per_cta) +
-                    "): must be below 2^31 work tiles, got " + std::to_string(tiles));
+  const long long m_blocks = (p.seqlen_q * pack + rows_per_cta - 1) / rows_per_cta;
   args.num_m_blocks = static_cast<int>(m_blocks);
-  args.total_tiles = static_cast<int>(tiles);
+  args.total_tiles = static_cast<int>(m_blocks * (p.heads_q / pack) * p.batch);
 }
 
 LaunchShape launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count) {

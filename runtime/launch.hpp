@@ -16,7 +16,11 @@ struct DeviceInfo {
 };
 DeviceInfo read_device_info(CUdevice device);
 
-// Fills the scheduler fields of the kernel arguments (num_m_blocks, total_tiles) for this plan.
+// Throws Error(invalid_argument) naming the field when the kernel of this plan would overflow its 32-bit
+// index arithmetic on this problem (key blocks, packed rows, causal limits, work tiles).
+void check_index_range(const Plan& plan, const Problem& problem);
+// Fills the scheduler fields of the kernel arguments (num_m_blocks, total_tiles) for this plan, after
+// check_index_range.
 void fill_schedule(const Plan& plan, const Problem& problem, fa4k::AttentionArgs& args);
 // The launch shape of a plan for kernel arguments that fill_schedule has completed.
 LaunchShape launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count);

@@ -24,6 +24,9 @@ struct NvrtcVersion {
 };
 NvrtcVersion nvrtc_version_numbers();
 
+// The compute capabilities (x10) the loaded NVRTC can target, ascending; read once.
+const std::vector<int>& nvrtc_supported_archs();
+
 // The kernel resources ptxas reports in the log of a compile with "--ptxas-options=--verbose".
 struct ResourceUsage {
   bool found = false;  // the log held a report
