@@ -38,7 +38,7 @@ struct KeyHash {
     for (long long v : {static_cast<long long>(k.arch), static_cast<long long>(k.variant), static_cast<long long>(k.dtype),
                         static_cast<long long>(k.head_dim), static_cast<long long>(k.head_dim_v),
                         static_cast<long long>(k.causal), static_cast<long long>(k.lse), static_cast<long long>(k.gqa_pack),
-                        static_cast<long long>(k.fault), static_cast<long long>(k.emulation)})
+                        static_cast<long long>(k.fault)})
       h = h * 1000003u ^ static_cast<size_t>(v);
     return h;
   }
@@ -274,7 +274,6 @@ struct Attention::Impl {
     reference_key.variant = ArchVariant::generic;
     reference_key.gqa_pack = 1;
     reference_key.fault = DebugFault::none;
-    reference_key.emulation = Emulation::strict;
     const Loaded& reference = load_locked(ctx, reference_key);
     CUstream check_stream = nullptr;
     const std::string disagreement = self_check(key, [&](bool is_candidate, const Problem& problem, CUstream stream) {
@@ -338,6 +337,7 @@ struct Attention::Impl {
       const ContextState::Scratch& s = scratch_for(ctx, l.scratch_bytes(plan), stream);
       l.args.tmem_scratch = reinterpret_cast<void*>(s.ptr);
       l.args.tmem_scratch_bytes = s.bytes;
+      l.args.emulation_mode = static_cast<unsigned>(options.emulation);
       l.args.emulation_seed = options.emulation_seed;
     }
     enqueue(l, plan, problem, k.function, stream);
@@ -345,12 +345,11 @@ struct Attention::Impl {
 
   // The key of a configuration on a device arch. run(), plan(), launch_shape(), prewarm() and describe() all
   // select through here, so a warm-up and a real call cannot disagree: the configuration's backend, else the
-  // Options' backend; the Options' debug fault and emulation mode for sm100 keys.
+  // Options' backend; the Options' debug fault for sm100 keys.
   KernelKey key_for(KernelConfig& config, int arch) const {
     if (config.backend == Backend::automatic) config.backend = options.backend;
     KernelKey key = key_for_config(config, arch);
     if (key.backend != Backend::portable) key.fault = options.debug_fault;
-    if (key.backend == Backend::sm100_emulated) key.emulation = options.emulation;
     return key;
   }
   KernelKey select(const Problem& problem, int arch, KernelConfig* config = nullptr) const {

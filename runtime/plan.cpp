@@ -75,14 +75,13 @@ std::string KernelKey::name() const {
   if (lse) s << "_lse";
   if (gqa_pack != 1) s << "_gqa" << gqa_pack;
   if (fault != DebugFault::none) s << "_fault_" << to_string(fault);
-  if (emulation != Emulation::strict) s << "_" << to_string(emulation);
   return s.str();
 }
 
 bool KernelKey::operator==(const KernelKey& o) const {
   return backend == o.backend && arch == o.arch && variant == o.variant && dtype == o.dtype && head_dim == o.head_dim &&
          head_dim_v == o.head_dim_v && causal == o.causal && lse == o.lse && gqa_pack == o.gqa_pack &&
-         fault == o.fault && emulation == o.emulation;
+         fault == o.fault;
 }
 
 int Plan::registers_total() const {

@@ -35,7 +35,8 @@ enum class DebugFault {
 };
 const char* to_string(DebugFault fault);
 
-// How the sm90a emulation of tcgen05 executes (Backend::sm100_emulated only).
+// How the sm90a emulation of tcgen05 executes (Backend::sm100_emulated only). A launch argument, not part of
+// the key: one emulated cubin runs in either mode.
 enum class Emulation {
   strict,       // MMAs run in issue order at their commit; tcgen05.ld/st take effect at once
   adversarial,  // the least the PTX ISA promises: unordered MMAs run in another order (reversed, or seeded
@@ -69,7 +70,6 @@ struct KernelKey {
   bool lse = false;             // the kernel writes the log-sum-exp
   int gqa_pack = 1;             // q heads packed into one tile (sm100); 1 = no packing
   DebugFault fault = DebugFault::none;
-  Emulation emulation = Emulation::strict;  // sm100_emulated only
 
   std::string target() const;   // NVRTC target: "sm_80", "sm_90a", "sm_100f", ...
   std::string name() const;     // stable, human-readable, e.g. "portable_sm90_bf16_d128_causal_lse"
@@ -138,6 +138,7 @@ struct Plan {
   long long scratch_bytes_per_cta = 0;  // sm100 emulation: global TMEM backing store per CTA
   int soft_exp2_every = 0;   // sm100: one exp2 in this many done on the FMA pipe (0: none)
   int rescale_threshold_log2 = 8;
+  int wait_timeout_ms = 0;   // sm100: a barrier wait longer than this traps (0: no watchdog)
   std::vector<std::string> risks;  // known risks and the fallback chosen
 
   int registers_total() const;     // sum over roles of warps * 32 * registers

@@ -252,12 +252,15 @@ FA4_SM100_HD constexpr u32 mma_row_lane(u32 m, u32 row) { return m == 128 ? row 
 // ---------------------------------------------------------------------------------------------
 // Emulated TMEM scratch (sm_90a builds of the sm100 backend). One slot per CTA, slot index = linear
 // block index; the runtime allocates grid_size * kEmuTmemSlotBytes, zero-filled once. A slot is a
-// header (allocation state, pending-MMA queue; zero when idle, left zero by every normal exit) then
+// header (allocation state, pending-MMA queue; zero when idle, left zero by every normal exit), then
 // the data, 32-bit word (lane, col) at data + (col * 128 + lane) * 4 (column-major: a warp's access
-// to one column is one coalesced 128-byte line).
+// to one column is one coalesced 128-byte line), then one state block per thread for the adversarial
+// mode (tcgen05.st data waiting for wait::st, tcgen05.ld destinations waiting for wait::ld, fence state).
 constexpr u64 kEmuTmemHeaderBytes = 4096;
 constexpr u64 kEmuTmemDataBytes = (u64)kTmemLanes * kTmemColumns * 4;
-constexpr u64 kEmuTmemSlotBytes = kEmuTmemHeaderBytes + kEmuTmemDataBytes;
+constexpr u32 kEmuMaxThreads = 512;          // threads per CTA the emulation keeps state for
+constexpr u64 kEmuThreadStateBytes = 1024;
+constexpr u64 kEmuTmemSlotBytes = kEmuTmemHeaderBytes + kEmuTmemDataBytes + kEmuMaxThreads * kEmuThreadStateBytes;
 constexpr u32 kEmuMmaQueueCapacity = 120;  // uncommitted MMAs per CTA (FA4 issues <= ~40 per commit)
 
 }  // namespace fa4::sm100

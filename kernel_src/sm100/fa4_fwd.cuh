@@ -31,38 +31,60 @@ constexpr float kLn2 = 0.6931471805599453f;
 static_assert(kQTiles == 2 && kM == 128 && kN == 128, "the warp-role layout assumes 2 Q tiles of 128 x 128");
 static_assert(kD % kBoxCols == 0 && kDv % kBoxCols == 0, "head dims are whole TMA boxes");
 static_assert(kTmemO1Col + kDv <= fa4cfg::kTmemColumns, "TMEM map exceeds the allocation");
+static_assert(kEmulated || kWaitTimeoutMs <= 4000, "the hardware watchdog's 32-bit clock wraps after 4.29 s");
 static_assert(kTcgen05Emulated == kEmulated, "the compile target selected the other tcgen05 implementation than the Plan");
 
-enum class Fault { none, skip_rescale, early_normalize, tmem_reuse_race, wrong_gqa_map };
+// The values of fa4::DebugFault (plan.hpp), in order.
+enum class Fault {
+  none, skip_rescale, early_normalize, tmem_reuse_race, wrong_gqa_map,
+  assume_mma_order, skip_wait_st, skip_wait_ld, skip_relay_fence, trap, hang
+};
 constexpr Fault kFault = static_cast<Fault>(kDebugFault);
 
-// ---- small helpers ---------------------------------------------------------------------------------
+// ---- barriers --------------------------------------------------------------------------------------
 __device__ __forceinline__ u32 globaltimer_ns_low() {
   u32 t;
   asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t));
   return t;
 }
 
-// Waits for a barrier phase. Emulated builds have a watchdog: a deadlock prints which barrier and traps
-// (emulated MMAs are slow, so the limit is generous), instead of hanging the test.
+__device__ __noinline__ void report_deadlock(const char* what, u32 parity) {
+  printf("fa4_sm100_fwd: block %d warp %d lane %d waited more than %d ms on %s (parity %u): deadlock, trapping\n",
+         blockIdx.x, threadIdx.x / 32, threadIdx.x % 32, kWaitTimeoutMs, what, parity);
+}
+
+// Every wait of the kernel: a whole warp waits for a barrier phase. A wait that outlasts the Plan's watchdog
+// traps (a hang becomes an error); emulated builds name the barrier first. Hardware builds make no call
+// here: a call would make the register-heavy roles spill around it.
 __device__ __forceinline__ void wait(u64* bar, u32 parity, const char* what) {
-  if constexpr (kEmulated) {
-    u32 start = globaltimer_ns_low(), waited_s = 0;
-    while (!mbarrier_try_wait_parity(bar, parity)) {
-      const u32 now = globaltimer_ns_low();
-      if (now - start > 1000000000u) {
-        start = now;
-        if (++waited_s == 30) {
-          printf("fa4 sm100 emulation: deadlock? block %d warp %d lane %d waited 30 s on %s (parity %u)\n", blockIdx.x,
-                 threadIdx.x / 32, threadIdx.x % 32, what, parity);
+  if (!mbarrier_try_wait_parity(bar, parity)) {
+    if constexpr (kEmulated) {  // a millisecond count: long limits; registers do not matter here
+      u32 tick = globaltimer_ns_low(), waited_ms = 0;
+      while (!mbarrier_try_wait_parity(bar, parity)) {
+        if (globaltimer_ns_low() - tick < 1000000u) continue;
+        tick += 1000000u;
+        if (++waited_ms > kWaitTimeoutMs) {
+          report_deadlock(what, parity);
           __trap();
         }
       }
+    } else if constexpr (kWaitTimeoutMs > 0) {
+      // One register: the 32-bit nanosecond clock wraps after 4.29 s, so the limit stays below that (Plan).
+      const u32 start = globaltimer_ns_low();
+      while (!mbarrier_try_wait_parity(bar, parity))
+        if (globaltimer_ns_low() - start > kWaitTimeoutMs * 1000000u) __trap();
+    } else {
+      mbarrier_wait_parity(bar, parity);
     }
-  } else {
-    mbarrier_wait_parity(bar, parity);
   }
+  tcgen05_thread_waited();
   __syncwarp();  // every caller is a whole warp; reconverge before warp-collective instructions
+}
+
+// Every thread-side arrive of the kernel (tcgen05.commit arrives are the MMA warp's own).
+__device__ __forceinline__ void signal(u64* bar) {
+  tcgen05_thread_arrives();
+  mbarrier_arrive(bar);
 }
 
 __device__ __forceinline__ float exp2_mufu(float x) {
@@ -112,7 +134,7 @@ __device__ __forceinline__ void tma_store_5d(const TmaDescriptor* map, const voi
 struct Barriers {
   u64 q_full[2], q_empty[2];
   u64 kv_full[kKvStages], kv_empty[kKvStages];
-  u64 s_full[2], pv_ready[2];
+  u64 s_full[2], pv_ready[2], pv_done[2];
   u64 stats_full[2], stats_empty[2];
   u64 o_full[2], o_staged[2], o_free[2];
 };
@@ -236,6 +258,16 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
   Ring ring;
   u32 tile_phase = 0;
   u32 pv_phase[2] = {0, 0};
+  // PV_s reads P_s inside S_s's columns, and the next QK into S_s overwrites them. The PTX ISA orders two
+  // MMAs of one thread only when they share accumulator and shape, so the QK waits for the PV's commit.
+  // Every QK into S_s but the CTA's first waits for the PV before it (few registers: this warp has 48).
+  u32 pv_done_phase = 0;  // bit s: parity of tile s's next PvDone phase
+  auto await_pv = [&](int s) {
+    if (kFault == Fault::assume_mma_order) return;
+    wait(&b.pv_done[s], pv_done_phase >> s & 1, "pv_done");
+    pv_done_phase ^= 1u << s;
+    tcgen05_fence_after_thread_sync();
+  };
   for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
     const Work w = decompose(a, tile);
     for (int s = 0; s < 2; ++s) wait(&b.q_full[s], tile_phase, "q_full");
@@ -244,6 +276,7 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
     tcgen05_fence_after_thread_sync();
     const char* k_tile = sm.slot(ring.index);
     for (int s = 0; s < 2; ++s) {
+      if (tile != static_cast<int>(blockIdx.x)) await_pv(s);  // the previous tile's last PV_s read P_s
       issue_qk(tmem, sm, s, k_tile);
       mma_commit(&b.s_full[s]);
     }
@@ -264,15 +297,22 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
         for (int s = 0; s < 2; ++s) mma_commit(&b.q_empty[s]);  // every QK of the tile is issued
       for (int s = 0; s < 2; ++s) {
         // The deliberate race: S_j overwrites P_(j-1) before the PV that reads it.
-        if (kFault == Fault::tmem_reuse_race && !last) issue_qk(tmem, sm, s, sm.slot(k_pos.index));
+        if (kFault == Fault::tmem_reuse_race && !last) {
+          await_pv(s);
+          issue_qk(tmem, sm, s, sm.slot(k_pos.index));
+        }
         wait(&b.pv_ready[s], pv_phase[s], "pv_ready");
         pv_phase[s] ^= 1;
         tcgen05_fence_after_thread_sync();
         issue_pv(tmem, s, sm.slot(v_pos.index), j > 1);
+        if (kFault != Fault::assume_mma_order) mma_commit(&b.pv_done[s]);
         if (last) {
           mma_commit(&b.o_full[s]);
         } else {
-          if (kFault != Fault::tmem_reuse_race) issue_qk(tmem, sm, s, sm.slot(k_pos.index));
+          if (kFault != Fault::tmem_reuse_race) {
+            await_pv(s);
+            issue_qk(tmem, sm, s, sm.slot(k_pos.index));
+          }
           mma_commit(&b.s_full[s]);
         }
       }
@@ -280,6 +320,9 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
       if (!last) mma_commit(&b.kv_empty[k_pos.index]);
     }
   }
+  // Leave no PvDone arrival in flight when the CTA exits.
+  if (static_cast<int>(blockIdx.x) < a.total_tiles)
+    for (int s = 0; s < 2; ++s) await_pv(s);
 }
 
 // ---- Softmax warpgroups ------------------------------------------------------------------------------
@@ -302,14 +345,16 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
       wait(&b.s_full[s], s_phase, "s_full");
       s_phase ^= 1;
       tcgen05_fence_after_thread_sync();
+      if (kFault == Fault::skip_wait_st && j > 0) tmem_wait_st();  // the defect: P(j-1) lands only now
       float x[kN];
 #pragma unroll
       for (int c = 0; c < kN; c += 32) {
         u32 raw[32];
         tmem_ld_32x32b<32>(s_addr + c, raw);
-        tmem_wait_ld();
+        if (kFault != Fault::skip_wait_ld) tmem_wait_ld();
 #pragma unroll
         for (int i = 0; i < 32; ++i) x[c + i] = __uint_as_float(raw[i]);
+        if (kFault == Fault::skip_wait_ld) tmem_wait_ld();  // the defect: registers used before the wait
       }
       if (j < w.blocks.n_masked) {
         const int valid = limit - n * kN;  // columns [0, valid) of this block are visible
@@ -331,8 +376,12 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
       }
       row_max = new_max;
       wait(&b.stats_empty[s], stats_phase ^ 1, "stats_empty");
+      tcgen05_fence_after_thread_sync();  // fence discipline: P's stores below follow this sync
       sm.stats(s, 0)[row] = acc_scale;
-      mbarrier_arrive(&b.stats_full[s]);
+      // Correction rescales O on this signal, trusting PV(j-1) complete because this thread saw S_j: the
+      // fence carries that completion (acquired at s_full) across the relay.
+      if (kFault != Fault::skip_relay_fence) tcgen05_fence_before_thread_sync();
+      signal(&b.stats_full[s]);
 
       const float bias = (row_max == FA4_NEG_INF ? 0.f : row_max) * scale_log2;
       float sum = 0.f;
@@ -351,17 +400,18 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
         for (int i = 0; i < 16; ++i) packed[i] = pack_half2(x[c + 2 * i] * p_scale, x[c + 2 * i + 1] * p_scale);
         tmem_st_32x32b<16>(p_addr + c / 2, packed);
       }
-      tmem_wait_st();
+      if (kFault != Fault::skip_wait_st) tmem_wait_st();
       tcgen05_fence_before_thread_sync();
       __syncwarp();
-      if (threadIdx.x % 32 == 0) mbarrier_arrive(&b.pv_ready[s]);
+      if (threadIdx.x % 32 == 0) signal(&b.pv_ready[s]);
       stats_phase ^= 1;
     }
+    if (kFault == Fault::skip_wait_st) tmem_wait_st();
     // Final round: row_sum and row_max for the normalisation and the LSE.
     wait(&b.stats_empty[s], stats_phase ^ 1, "stats_empty");
     sm.stats(s, 0)[row] = row_sum;
     sm.stats(s, 1)[row] = row_max;
-    mbarrier_arrive(&b.stats_full[s]);
+    signal(&b.stats_full[s]);
     stats_phase ^= 1;
   }
 }
@@ -393,7 +443,7 @@ __device__ void correction_role(const fa4k::AttentionArgs& a, const Smem& sm, u3
         wait(&b.stats_full[s], stats_phase[s], "stats_full");
         stats_phase[s] ^= 1;
         const float acc_scale = sm.stats(s, 0)[row];
-        mbarrier_arrive(&b.stats_empty[s]);
+        signal(&b.stats_empty[s]);
         // O_s holds PV(j-1) (complete: softmax saw S_j, committed after it). Block 0's PV overwrites O.
         if (j > 0 && __any_sync(0xffffffffu, acc_scale != 1.f)) {
           tcgen05_fence_after_thread_sync();
@@ -401,16 +451,16 @@ __device__ void correction_role(const fa4k::AttentionArgs& a, const Smem& sm, u3
         }
         tcgen05_fence_before_thread_sync();
         __syncwarp();
-        if (threadIdx.x % 32 == 0) mbarrier_arrive(&b.pv_ready[s]);
+        if (threadIdx.x % 32 == 0) signal(&b.pv_ready[s]);
       }
     for (int s = 0; s < 2; ++s) {
       wait(&b.stats_full[s], stats_phase[s], "stats_full(final)");
       stats_phase[s] ^= 1;
       const float row_sum = sm.stats(s, 0)[row], row_max = sm.stats(s, 1)[row];
-      mbarrier_arrive(&b.stats_empty[s]);
+      signal(&b.stats_empty[s]);
       wait(&b.o_full[s], tile_phase, "o_full");
-      tcgen05_fence_after_thread_sync();
       wait(&b.o_free[s], tile_phase ^ 1, "o_free");
+      tcgen05_fence_after_thread_sync();
 
       // Packed row -> (token, q head). Rows past seqlen_q are computed but neither stored nor logged.
       const int packed_row = (w.m_block * 2 + s) * kM + row;
@@ -438,7 +488,8 @@ __device__ void correction_role(const fa4k::AttentionArgs& a, const Smem& sm, u3
           *reinterpret_cast<uint4*>(o_tile + swizzle_address(tile_offset(kSwizzle, kM, row, c + 8 * h), kSwizzle)) = out[h];
       }
       fence_proxy_async_shared();
-      mbarrier_arrive(&b.o_staged[s]);
+      tcgen05_fence_before_thread_sync();  // fence discipline: O's tcgen05.ld precede the signal
+      signal(&b.o_staged[s]);
     }
   }
 }
@@ -457,8 +508,8 @@ __device__ void epilogue_role(const fa4k::AttentionArgs& a, const Smem& sm, cons
           tma_store_5d(to, sm.o(s) + box * kM * kBoxCols * 2, box * kBoxCols, 0, w.group, token0, w.batch);
         bulk_commit_group();
         bulk_wait_group_read<0>();
-        mbarrier_arrive(&b.o_free[s]);
-        if (kOAliasesQ) mbarrier_arrive(&b.q_empty[s]);  // the O store has read the Q buffer
+        signal(&b.o_free[s]);
+        if (kOAliasesQ) signal(&b.q_empty[s]);  // the O store has read the Q buffer
       }
       __syncwarp();
     }
@@ -484,7 +535,8 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
                   const __grid_constant__ fa4::sm100::TmaDescriptor tma_o) {
   using namespace fa4::sm100;
   using namespace fa4::sm100::fwd;
-  tmem_bind_scratch(args.tmem_scratch, args.tmem_scratch_bytes);
+  tmem_bind_scratch(args.tmem_scratch, args.tmem_scratch_bytes, args.emulation_mode, args.emulation_seed);
+  if constexpr (kFault == Fault::trap) __trap();
   const int warp = threadIdx.x / 32;
   {
     const Smem sm = smem_layout();
@@ -499,6 +551,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
         mbarrier_init(&b.q_empty[s], kBarQEmptyArrivals);
         mbarrier_init(&b.s_full[s], kBarSFullArrivals);
         mbarrier_init(&b.pv_ready[s], kBarPvReadyArrivals);
+        mbarrier_init(&b.pv_done[s], kBarPvDoneArrivals);
         mbarrier_init(&b.stats_full[s], kBarStatsFullArrivals);
         mbarrier_init(&b.stats_empty[s], kBarStatsEmptyArrivals);
         mbarrier_init(&b.o_full[s], kBarOFullArrivals);
@@ -539,7 +592,10 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
   } else {
     if constexpr (!kEmulated) setmaxnreg_dec<kRoleMmaRegs>();
     const Smem sm = smem_layout();
-    if (warp == kRoleMmaFirstWarp) mma_role(args, sm, *sm.tmem_base());
+    if (warp == kRoleMmaFirstWarp) {
+      if constexpr (kFault == Fault::hang) wait(&sm.bars().o_full[0], 0, "o_full (deliberate hang)");  // only Mma arrives
+      mma_role(args, sm, *sm.tmem_base());
+    }
     else if (warp == kRoleEpilogueFirstWarp) epilogue_role(args, sm, &tma_o);
     else if (warp == kRoleLoadFirstWarp) load_role(args, sm, &tma_q, &tma_k, &tma_v);
   }

@@ -6,12 +6,12 @@
 // Facts: docs/sm100-ptx.md. Encodings and address math: sm100/descriptors.h.
 //
 // Contract for kernels (the FA4 kernel includes only sm100/ptx.cuh and this header):
-//  1. Every thread calls tmem_bind_scratch(args.tmem_scratch, args.tmem_scratch_bytes) at kernel start,
-//     before the first CTA barrier. (No-op on hardware. Emulated: the CTA's slot is
-//     scratch + linear_block_index * kEmuTmemSlotBytes; the scratch must hold grid_size slots, zeroed once.)
-//     The emulation keeps the slot address in a static __shared__ variable, so emulated builds have
-//     16 bytes of static shared memory: align the dynamic shared-memory base at run time (1024 B) instead
-//     of assuming it.
+//  1. Every thread calls tmem_bind_scratch(args.tmem_scratch, args.tmem_scratch_bytes, mode, seed) at
+//     kernel start, before the first CTA barrier. (No-op on hardware. Emulated: the CTA's slot is
+//     scratch + linear_block_index * kEmuTmemSlotBytes; the scratch must hold grid_size slots, zeroed once;
+//     mode 0 strict, 1 adversarial, see tcgen05_emu.cuh.) The emulation keeps the slot address and mode in
+//     static __shared__ variables, so emulated builds have 24 bytes of static shared memory: align the
+//     dynamic shared-memory base at run time (1024 B) instead of assuming it.
 //  2. Warp-collective calls, made by all 32 lanes of one converged warp with warp-uniform arguments:
 //     tmem_alloc/dealloc/relinquish, mma_f16_ss/ts, mma_commit, tmem_ld/st, tmem_wait_ld/st,
 //     tmem_exit_check. On hardware the MMA and commit wrappers elect one lane (elect.sync, always the
@@ -27,6 +27,13 @@
 //     arrives on, then tcgen05_fence_after_thread_sync(). Emulated: until the commit, a tcgen05.ld of
 //     a pending MMA's destination returns NaN, and a tcgen05.st into a pending MMA's destination or TS
 //     operand traps.
+//  6. Nothing beyond what the PTX ISA promises: MMAs of different accumulators or shapes may execute in
+//     either order (order them through a commit and a wait), tcgen05.st data is in place only after
+//     tcgen05_wait_st(), tcgen05.ld registers only after tcgen05_wait_ld(). Fence discipline: between a
+//     thread sync and a later tcgen05 operation, tcgen05_fence_after_thread_sync(); between tcgen05 work
+//     and a later arrive, tcgen05_fence_before_thread_sync(). Kernels call tcgen05_thread_waited() after
+//     each barrier wait and tcgen05_thread_arrives() before each arrive of a thread (no-ops on hardware),
+//     so the adversarial emulation can check the discipline.
 #pragma once
 
 #include "sm100/descriptors.h"
@@ -40,7 +47,7 @@ struct alignas(8) F32x2 {
 };
 
 // --- setup and teardown -----------------------------------------------------------------------
-__device__ __forceinline__ void tmem_bind_scratch(void* scratch, u64 bytes);  // all threads, at kernel start
+__device__ __forceinline__ void tmem_bind_scratch(void* scratch, u64 bytes, u32 mode = 0, u32 seed = 0);  // all threads
 __device__ __forceinline__ void tmem_exit_check();                           // allocating warp, after dealloc
 
 // --- TMEM allocation (tcgen05.alloc / dealloc / relinquish_alloc_permit, cta_group::1) ----------
@@ -70,6 +77,8 @@ __device__ __forceinline__ void tmem_wait_st();  // before signalling that tmem_
 // --- ordering of tcgen05 operations around thread synchronisation (bar, mbarrier) ------------------
 __device__ __forceinline__ void tcgen05_fence_before_thread_sync();
 __device__ __forceinline__ void tcgen05_fence_after_thread_sync();
+__device__ __forceinline__ void tcgen05_thread_waited();   // after a barrier wait of this thread completes
+__device__ __forceinline__ void tcgen05_thread_arrives();  // before this thread arrives on a barrier
 
 // --- packed fp32 pairs: one add/mul/fma.rn.f32x2 on sm_100a, two scalar .rn ops elsewhere -----------
 __device__ __forceinline__ F32x2 f32x2_add(F32x2 a, F32x2 b);

@@ -5,9 +5,22 @@
 // Memory: each CTA owns one slot of the runtime's scratch (descriptors.h, kEmuTmemSlotBytes):
 //   [0, 4096)     Header: allocation state and the queue of issued, not yet committed MMAs.
 //   [4096, +256K) TMEM data, 32-bit word (lane, col) at index col * 128 + lane.
-// Asynchrony: an MMA is validated when issued, queued, and executed (by the whole issuing warp, in
-// issue order) when that warp commits; then one lane arrives on the mbarrier. Until the commit, a
-// tcgen05.ld of its destination reads NaN, so a consumer that skips the wait fails loudly.
+//   then          one ThreadState per thread (adversarial mode).
+// Asynchrony: an MMA is validated when issued, queued, and executed (by the whole issuing warp) when that
+// warp commits -- the latest moment the commit's barrier allows; then one lane arrives on the mbarrier.
+// Until the commit, a tcgen05.ld of its destination reads NaN, so a consumer that skips the wait fails.
+//
+// Two modes, chosen per launch (tmem_bind_scratch):
+//   strict       MMAs of one commit run in issue order; tcgen05.ld/st take effect at once.
+//   adversarial  the least the PTX ISA promises. At a commit, MMAs run in another order wherever the ISA
+//                does not pipeline them (only MMAs with the same accumulator address and shape keep their
+//                issue order): reversed, or a seeded random order. tcgen05.st data lands in TMEM only at
+//                tcgen05.wait::st; tcgen05.ld destinations hold NaN until tcgen05.wait::ld, which reads TMEM
+//                then. And the fence discipline is checked: a tcgen05 operation after a thread sync needs
+//                tcgen05.fence::after_thread_sync in between; a thread's arrive after tcgen05 work (an
+//                operation, or completion acquired through fence::after_thread_sync) needs
+//                tcgen05.fence::before_thread_sync in between. Kernels report their syncs with
+//                tcgen05_thread_waited() / tcgen05_thread_arrives().
 #pragma once
 
 namespace fa4::sm100 {
@@ -32,15 +45,34 @@ struct Header {
   u32 relinquished;        // relinquish_alloc_permit was called
   u32 queue_count;         // issued, uncommitted MMAs
   u32 queue_warp;          // 1 + the warp that issued them (0: none)
-  u32 unused[3];
+  u32 commits;             // commits with MMAs so far (seeds the adversarial order; reset at exit)
+  u32 unused[2];
   unsigned char alloc_units[16];  // allocation starting at unit i: its size in 32-column units
   MmaOp queue[kEmuMmaQueueCapacity];
 };
 static_assert(sizeof(Header) <= kEmuTmemHeaderBytes, "emulated TMEM header exceeds its reserved bytes");
 
 constexpr u32 kBoundMagic = 0xFA4E3100u;
+constexpr u32 kModeStrict = 0, kModeAdversarial = 1;  // fa4::Emulation
 __shared__ u64 g_slot;   // this CTA's slot address (generic), written by tmem_bind_scratch
 __shared__ u32 g_bound;  // kBoundMagic once bound
+__shared__ u32 g_mode;   // kModeStrict or kModeAdversarial
+__shared__ u32 g_seed;   // adversarial: 0 reverses the unordered MMAs of a commit, else seeds a random order
+
+// Per-thread state of the adversarial mode: tcgen05.st data not yet landed, tcgen05.ld destinations not
+// yet filled, and the fence-discipline flags.
+constexpr u32 kPendingStOps = 16, kPendingStWords = 128, kPendingLdOps = 8;
+struct ThreadState {
+  u32 flags;
+  u32 st_ops, st_words, ld_ops;
+  u32 st_addr[kPendingStOps], st_count[kPendingStOps];  // per op: TMEM address of this thread's lane, words
+  u32 ld_addr[kPendingLdOps], ld_count[kPendingLdOps];
+  u64 ld_dst[kPendingLdOps];                            // the caller's registers (generic address)
+  u32 st_data[kPendingStWords];
+};
+static_assert(sizeof(ThreadState) <= kEmuThreadStateBytes, "emulated thread state exceeds its reserved bytes");
+constexpr u32 kTouched = 1;  // tcgen05 work since the last fence::before_thread_sync
+constexpr u32 kSynced = 2;   // a thread sync since the last fence::after_thread_sync
 
 constexpr u32 kFullMask = 0xFFFFFFFFu;
 
@@ -60,6 +92,20 @@ __device__ __forceinline__ volatile Header* header() {
   return reinterpret_cast<volatile Header*>(g_slot);
 }
 __device__ __forceinline__ u32* tmem_data() { return reinterpret_cast<u32*>(g_slot + kEmuTmemHeaderBytes); }
+__device__ __forceinline__ bool adversarial() { return g_mode == kModeAdversarial; }
+__device__ __forceinline__ u32 thread_index() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+__device__ __forceinline__ ThreadState* thread_state() {
+  return reinterpret_cast<ThreadState*>(g_slot + kEmuTmemHeaderBytes + kEmuTmemDataBytes +
+                                        (u64)thread_index() * kEmuThreadStateBytes);
+}
+
+// Fence discipline (adversarial mode): every tcgen05 operation of a thread passes here.
+__device__ __forceinline__ void note_tcgen05_op(const char* what) {
+  if (!adversarial()) return;
+  ThreadState* t = thread_state();
+  if (t->flags & kSynced) fault(what, 0, 0);
+  t->flags |= kTouched;
+}
 __device__ __forceinline__ u32 word_index(u32 lane, u32 col) { return col * kTmemLanes + lane; }
 
 __device__ __forceinline__ void require_uniform(u32 v, const char* what) {
@@ -164,6 +210,7 @@ __device__ __noinline__ void issue(u32 d_tmem, u64 a, u64 b_desc, u32 idesc, boo
   require_uniform64(b_desc, "tcgen05.mma: B descriptor must be warp-uniform (warp-collective call)");
   require_uniform(idesc, "tcgen05.mma: instruction descriptor must be warp-uniform (warp-collective call)");
   require_uniform(accumulate, "tcgen05.mma: enable-input-d must be warp-uniform (warp-collective call)");
+  note_tcgen05_op("fence discipline: tcgen05.mma after a thread sync without tcgen05.fence::after_thread_sync");
   volatile Header* h = header();
 
   InstrDesc id{};
@@ -275,13 +322,58 @@ __device__ __forceinline__ bool covers_a(const Footprint& f, u32 lane, u32 col) 
   return f.ts && mma_lane(f.m, tmem_lane(f.a), lane) && col >= tmem_col(f.a) && col < tmem_col(f.a) + 8;
 }
 
+// The PTX ISA pipelines (executes in issue order) two MMAs of one thread only when they have the same
+// accumulator address and shape; any other pair may execute in either order.
+__device__ __forceinline__ bool pipelined(const volatile MmaOp& a, const volatile MmaOp& b) {
+  const u32 shape_bits = (0x1Fu << 24) | (0x3Fu << 17);  // M >> 4 and N >> 3 of the instruction descriptor
+  return a.d == b.d && (a.idesc & shape_bits) == (b.idesc & shape_bits);
+}
+
+__device__ __forceinline__ u32 mix(u32 x) {  // a 32-bit integer hash (warp-uniform inputs, uniform result)
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  return x ^ (x >> 16);
+}
+
+// The order in which a commit executes the queued MMAs: issue order (strict); else, among the MMAs whose
+// pipelined predecessors have run, the latest issued (seed 0) or a seeded random one. Warp-uniform.
+__device__ __noinline__ void execution_order(volatile Header* h, u32 count, u32 commit_serial, unsigned char* order) {
+  if (!adversarial()) {
+    for (u32 i = 0; i < count; ++i) order[i] = (unsigned char)i;
+    return;
+  }
+  u64 done[2] = {0, 0};  // kEmuMmaQueueCapacity <= 128
+  u32 rng = mix(g_seed ^ mix((u32)block_index() * 0x9E3779B9u + commit_serial));
+  for (u32 placed = 0; placed < count; ++placed) {
+    u32 ready[kEmuMmaQueueCapacity];
+    u32 n_ready = 0;
+    for (u32 k = 0; k < count; ++k) {
+      if ((done[k / 64] >> (k % 64)) & 1u) continue;
+      bool free = true;
+      for (u32 i = 0; i < k && free; ++i)
+        free = ((done[i / 64] >> (i % 64)) & 1u) || !pipelined(h->queue[i], h->queue[k]);
+      if (free) ready[n_ready++] = k;
+    }
+    rng = mix(rng + placed);
+    const u32 pick = g_seed == 0 ? ready[n_ready - 1] : ready[rng % n_ready];
+    order[placed] = (unsigned char)pick;
+    done[pick / 64] |= u64{1} << (pick % 64);
+  }
+}
+
 }  // namespace emu
 
 // =============================================================================================
 // The interface
 
-__device__ __forceinline__ void tmem_bind_scratch(void* scratch, u64 bytes) {
+__device__ __forceinline__ void tmem_bind_scratch(void* scratch, u64 bytes, u32 mode, u32 seed) {
   const u64 block = emu::block_index();
+  if (blockDim.x * blockDim.y * blockDim.z > kEmuMaxThreads)
+    emu::fault("tmem_bind_scratch: the emulation keeps state for at most kEmuMaxThreads threads per CTA",
+               blockDim.x * blockDim.y * blockDim.z, kEmuMaxThreads);
+  if (mode != emu::kModeStrict && mode != emu::kModeAdversarial) emu::fault("tmem_bind_scratch: unknown emulation mode", mode, 0);
   if (scratch == nullptr) emu::fault("tmem_bind_scratch: the emulated kernel got no TMEM scratch", 0, 0);
   if ((reinterpret_cast<u64>(scratch) & 255u) != 0) emu::fault("tmem_bind_scratch: scratch must be 256-byte aligned", 0, 0);
   if ((block + 1) * kEmuTmemSlotBytes > bytes)
@@ -289,6 +381,12 @@ __device__ __forceinline__ void tmem_bind_scratch(void* scratch, u64 bytes) {
                (u32)(bytes >> 20));
   emu::g_slot = reinterpret_cast<u64>(scratch) + block * kEmuTmemSlotBytes;
   emu::g_bound = emu::kBoundMagic;
+  emu::g_mode = mode;
+  emu::g_seed = seed;
+  // This thread's adversarial state starts clean (a previous launch in this slot may have left flags).
+  emu::ThreadState* t = reinterpret_cast<emu::ThreadState*>(emu::g_slot + kEmuTmemHeaderBytes + kEmuTmemDataBytes +
+                                                            (u64)emu::thread_index() * kEmuThreadStateBytes);
+  t->flags = t->st_ops = t->st_words = t->ld_ops = 0;
 }
 
 __device__ __forceinline__ void tmem_exit_check() {
@@ -299,6 +397,7 @@ __device__ __forceinline__ void tmem_exit_check() {
       emu::fault("kernel exit with TMEM columns still allocated [32-column unit mask]", h->alloc_mask, 0);
     if (h->queue_count != 0) emu::fault("kernel exit with uncommitted MMAs [count]", h->queue_count, 0);
     h->relinquished = 0;  // the header is all zero again for the next launch
+    h->commits = 0;
   }
   __syncwarp();
 }
@@ -373,15 +472,24 @@ __device__ __forceinline__ void mma_f16_ts(u32 d_tmem, u32 a_tmem, u64 b_desc, u
   emu::issue(d_tmem, a_tmem, b_desc, idesc, accumulate, true);
 }
 
-// Executes this warp's queued MMAs in issue order, then arrives once. A warp with nothing queued (another
-// warp's MMAs are not its own) arrives at once, as on hardware.
-__device__ __forceinline__ void mma_commit(u64* mbar) {
+// Executes this warp's queued MMAs (in issue order, or adversarially reordered), then arrives once. A warp
+// with nothing queued (another warp's MMAs are not its own) arrives at once, as on hardware.
+__device__ __noinline__ void mma_commit_emulated(u64* mbar) {
   __syncwarp();
   emu::require_uniform(smem_u32(mbar), "tcgen05.commit: mbarrier address must be warp-uniform");
+  emu::note_tcgen05_op("fence discipline: tcgen05.commit after a thread sync without tcgen05.fence::after_thread_sync");
   volatile emu::Header* h = emu::header();
   const bool mine = h->queue_warp == warp_id() + 1;
   const u32 count = mine ? h->queue_count : 0u;
-  for (u32 i = 0; i < count; ++i) {
+  unsigned char order[kEmuMmaQueueCapacity];
+  if (count) {
+    const u32 serial = h->commits;  // read by every lane before lane 0 bumps it: the order is warp-uniform
+    __syncwarp();
+    if (lane_id() == 0) h->commits = serial + 1;
+    emu::execution_order(h, count, serial, order);
+  }
+  for (u32 n = 0; n < count; ++n) {
+    const u32 i = order[n];
     emu::MmaOp op;
     op.a = h->queue[i].a;
     op.b = h->queue[i].b;
@@ -410,56 +518,147 @@ __device__ __forceinline__ void mma_commit(u64* mbar) {
   }
   __syncwarp();
 }
+__device__ __forceinline__ void mma_commit(u64* mbar) { mma_commit_emulated(mbar); }
+
+namespace emu {
+
+// What a tcgen05.ld of `n` columns of this thread's lane reads now: TMEM, or NaN where an issued,
+// uncommitted MMA writes (the consumer did not wait for the commit).
+__device__ __forceinline__ void read_lane(u32 lane, u32 col, u32 n, u32* out) {
+  const u32* data = tmem_data();
+  for (u32 j = 0; j < n; ++j) out[j] = data[word_index(lane, col + j)];
+  volatile Header* h = header();
+  const u32 count = h->queue_count;
+  for (u32 i = 0; i < count; ++i) {
+    const Footprint f = footprint(h->queue[i]);
+    for (u32 j = 0; j < n; ++j)
+      if (covers_d(f, lane, col + j)) out[j] = 0x7FC00000u;
+  }
+}
+
+// A tcgen05.st into TMEM that an uncommitted MMA reads or writes traps (in any lane of the warp).
+__device__ __forceinline__ void check_store_race(u32 lane, u32 col, u32 n) {
+  volatile Header* h = header();
+  const u32 count = h->queue_count;
+  bool race = false;
+  for (u32 i = 0; i < count; ++i) {
+    const Footprint f = footprint(h->queue[i]);
+    for (u32 j = 0; j < n; ++j) race |= covers_d(f, lane, col + j) || covers_a(f, lane, col + j);
+  }
+  if (__any_sync(kFullMask, race))
+    fault("tcgen05.st: into TMEM an uncommitted MMA reads or writes [first column, count]", col, n);
+}
+
+}  // namespace emu
+
+namespace emu {
+
+// Strict: reads at once. Adversarial: the registers hold NaN until tcgen05.wait::ld, which reads TMEM then.
+__device__ __noinline__ void load(u32 taddr, u32* r, u32 n) {
+  __syncwarp();
+  check_warp_access(taddr, n, "tcgen05.ld: lane outside the warp's quadrant [address lane, allowed first lane]",
+                    "tcgen05.ld: columns not allocated [first, count]");
+  note_tcgen05_op("fence discipline: tcgen05.ld after a thread sync without tcgen05.fence::after_thread_sync");
+  const u32 lane = tmem_lane(taddr) + lane_id(), col = tmem_col(taddr);
+  if (!adversarial()) {
+    read_lane(lane, col, n, r);
+    return;
+  }
+  ThreadState* t = thread_state();
+  if (t->ld_ops == kPendingLdOps) fault("tcgen05.ld: too many loads before tcgen05.wait::ld (emulation limit)", n, 0);
+  t->ld_addr[t->ld_ops] = tmem_addr(lane, col);
+  t->ld_count[t->ld_ops] = n;
+  t->ld_dst[t->ld_ops] = reinterpret_cast<u64>(r);
+  ++t->ld_ops;
+  for (u32 j = 0; j < n; ++j) r[j] = 0x7FC00001u;  // NaN: the data has not arrived yet
+}
+
+// Strict: writes at once. Adversarial: the data lands in TMEM at tcgen05.wait::st.
+__device__ __noinline__ void store(u32 taddr, const u32* r, u32 n) {
+  __syncwarp();
+  check_warp_access(taddr, n, "tcgen05.st: lane outside the warp's quadrant [address lane, allowed first lane]",
+                    "tcgen05.st: columns not allocated [first, count]");
+  note_tcgen05_op("fence discipline: tcgen05.st after a thread sync without tcgen05.fence::after_thread_sync");
+  const u32 lane = tmem_lane(taddr) + lane_id(), col = tmem_col(taddr);
+  check_store_race(lane, col, n);
+  if (!adversarial()) {
+    u32* data = tmem_data();
+    for (u32 j = 0; j < n; ++j) data[word_index(lane, col + j)] = r[j];
+    return;
+  }
+  ThreadState* t = thread_state();
+  if (t->st_ops == kPendingStOps || t->st_words + n > kPendingStWords)
+    fault("tcgen05.st: too many stores before tcgen05.wait::st (emulation limit) [ops, words]", t->st_ops, t->st_words);
+  t->st_addr[t->st_ops] = tmem_addr(lane, col);
+  t->st_count[t->st_ops] = n;
+  ++t->st_ops;
+  for (u32 j = 0; j < n; ++j) t->st_data[t->st_words + j] = r[j];
+  t->st_words += n;
+}
+
+}  // namespace emu
 
 template <int N>
 __device__ __forceinline__ void tmem_ld_32x32b(u32 taddr, u32 (&r)[N]) {
   static_assert(N >= 1 && N <= 128 && (N & (N - 1)) == 0, "tcgen05.ld 32x32b: N is a power of 2 in 1..128");
-  __syncwarp();
-  emu::check_warp_access(taddr, N, "tcgen05.ld: lane outside the warp's quadrant [address lane, allowed first lane]",
-                         "tcgen05.ld: columns not allocated [first, count]");
-  const u32 lane = tmem_lane(taddr) + lane_id(), col = tmem_col(taddr);
-  const u32* data = emu::tmem_data();
-#pragma unroll
-  for (int j = 0; j < N; ++j) r[j] = data[emu::word_index(lane, col + j)];
-  // Destinations of issued, uncommitted MMAs read as NaN (the consumer did not wait for the commit).
-  volatile emu::Header* h = emu::header();
-  const u32 count = h->queue_count;
-  for (u32 i = 0; i < count; ++i) {
-    const emu::Footprint f = emu::footprint(h->queue[i]);
-#pragma unroll
-    for (int j = 0; j < N; ++j)
-      if (emu::covers_d(f, lane, col + j)) r[j] = 0x7FC00000u;
-  }
+  emu::load(taddr, r, N);
 }
 
 template <int N>
 __device__ __forceinline__ void tmem_st_32x32b(u32 taddr, const u32 (&r)[N]) {
   static_assert(N >= 1 && N <= 128 && (N & (N - 1)) == 0, "tcgen05.st 32x32b: N is a power of 2 in 1..128");
-  __syncwarp();
-  emu::check_warp_access(taddr, N, "tcgen05.st: lane outside the warp's quadrant [address lane, allowed first lane]",
-                         "tcgen05.st: columns not allocated [first, count]");
-  const u32 lane = tmem_lane(taddr) + lane_id(), col = tmem_col(taddr);
-  volatile emu::Header* h = emu::header();
-  const u32 count = h->queue_count;
-  bool race = false;
-  for (u32 i = 0; i < count; ++i) {
-    const emu::Footprint f = emu::footprint(h->queue[i]);
-    for (int j = 0; j < N; ++j) race |= emu::covers_d(f, lane, col + j) || emu::covers_a(f, lane, col + j);
-  }
-  if (__any_sync(emu::kFullMask, race))
-    emu::fault("tcgen05.st: into TMEM an uncommitted MMA reads or writes [first column, count]", col, N);
-  u32* data = emu::tmem_data();
-#pragma unroll
-  for (int j = 0; j < N; ++j) data[emu::word_index(lane, col + j)] = r[j];
+  emu::store(taddr, r, N);
 }
 
-__device__ __forceinline__ void tmem_wait_ld() { __syncwarp(); }
+__device__ __forceinline__ void tmem_wait_ld() {
+  __syncwarp();
+  if (!emu::adversarial()) return;
+  emu::ThreadState* t = emu::thread_state();
+  for (u32 i = 0; i < t->ld_ops; ++i)
+    emu::read_lane(tmem_lane(t->ld_addr[i]), tmem_col(t->ld_addr[i]), t->ld_count[i], reinterpret_cast<u32*>(t->ld_dst[i]));
+  t->ld_ops = 0;
+  __syncwarp();
+}
+
 __device__ __forceinline__ void tmem_wait_st() {
+  __syncwarp();
+  if (emu::adversarial()) {
+    emu::ThreadState* t = emu::thread_state();
+    u32* data = emu::tmem_data();
+    for (u32 i = 0, w = 0; i < t->st_ops; w += t->st_count[i], ++i) {
+      const u32 lane = tmem_lane(t->st_addr[i]), col = tmem_col(t->st_addr[i]);
+      for (u32 j = 0; j < t->st_count[i]; ++j) data[emu::word_index(lane, col + j)] = t->st_data[w + j];
+    }
+    t->st_ops = t->st_words = 0;
+  }
   __syncwarp();
   __threadfence_block();
 }
-__device__ __forceinline__ void tcgen05_fence_before_thread_sync() { __threadfence_block(); }
-__device__ __forceinline__ void tcgen05_fence_after_thread_sync() { __threadfence_block(); }
+
+__device__ __forceinline__ void tcgen05_fence_before_thread_sync() {
+  __threadfence_block();
+  if (emu::adversarial()) emu::thread_state()->flags &= ~emu::kTouched;
+}
+
+// Completion acquired here counts as tcgen05 work for the fence discipline: relaying it to another thread
+// needs fence::before_thread_sync first.
+__device__ __forceinline__ void tcgen05_fence_after_thread_sync() {
+  __threadfence_block();
+  if (emu::adversarial()) {
+    emu::ThreadState* t = emu::thread_state();
+    t->flags = (t->flags & ~emu::kSynced) | emu::kTouched;
+  }
+}
+
+__device__ __forceinline__ void tcgen05_thread_waited() {
+  if (emu::adversarial()) emu::thread_state()->flags |= emu::kSynced;
+}
+
+__device__ __forceinline__ void tcgen05_thread_arrives() {
+  if (emu::adversarial() && (emu::thread_state()->flags & emu::kTouched))
+    emu::fault("fence discipline: a thread arrives on a barrier after tcgen05 work without tcgen05.fence::before_thread_sync",
+               0, 0);
+}
 
 // Two scalar round-to-nearest operations (never contracted), the same results as the f32x2 forms.
 __device__ __forceinline__ F32x2 f32x2_add(F32x2 a, F32x2 b) { return {__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y)}; }

@@ -6,7 +6,9 @@ namespace fa4::sm100 {
 
 constexpr bool kTcgen05Emulated = false;
 
-__device__ __forceinline__ void tmem_bind_scratch(void*, u64) {}
+__device__ __forceinline__ void tmem_bind_scratch(void*, u64, u32, u32) {}
+__device__ __forceinline__ void tcgen05_thread_waited() {}
+__device__ __forceinline__ void tcgen05_thread_arrives() {}
 __device__ __forceinline__ void tmem_exit_check() {}
 
 __device__ __forceinline__ void tmem_alloc(u32* smem_result, u32 ncols) {

@@ -270,7 +270,8 @@ TEST(Sm100Descriptors, TmemAddressesAndAccumulatorLanes) {
     lanes.insert(lane);
   }
   EXPECT_EQ(lanes.size(), 64u);
-  EXPECT_EQ(kEmuTmemSlotBytes, 4096ull + 128ull * 512 * 4);
+  // Header, TMEM data (128 lanes x 512 columns of 4 bytes), then 1 KiB of adversarial state per thread.
+  EXPECT_EQ(kEmuTmemSlotBytes, 4096ull + 128ull * 512 * 4 + 512ull * 1024);
 }
 
 }  // namespace

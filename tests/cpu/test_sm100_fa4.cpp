@@ -106,7 +106,8 @@ INSTANTIATE_TEST_SUITE_P(Emulated, Sm100Compile, testing::ValuesIn(sm100_keys(Ba
 
 TEST(Sm100Fault, EveryDebugFaultCompiles) {
   for (DebugFault f : {DebugFault::skip_rescale, DebugFault::early_normalize, DebugFault::tmem_reuse_race,
-                       DebugFault::wrong_gqa_map}) {
+                       DebugFault::wrong_gqa_map, DebugFault::assume_mma_order, DebugFault::skip_wait_st,
+                       DebugFault::skip_wait_ld, DebugFault::skip_relay_fence, DebugFault::trap, DebugFault::hang}) {
     KernelConfig c;
     c.backend = Backend::sm100_emulated;
     c.q_heads_per_kv = 4;
@@ -116,6 +117,21 @@ TEST(Sm100Fault, EveryDebugFaultCompiles) {
     EXPECT_NO_THROW(detail::nvrtc_compile(detail::assemble_source(plan), detail::compile_options(key), key.name(), ""))
         << to_string(f);
   }
+}
+
+// The adversarial emulation checks the fence discipline at the kernel's own wait() and signal() helpers,
+// so the kernel must not arrive on a barrier any other way (the TMA loads' expect_tx arrives come from the
+// load warp, which does no tcgen05 work).
+TEST(Sm100Kernel, ThreadSyncsGoThroughTheCheckedHelpers) {
+  const std::string source(detail::embedded_source("sm100/fa4_fwd.cuh"));
+  size_t arrives = 0, waits = 0;
+  for (size_t at = source.find("mbarrier_arrive("); at != std::string::npos; at = source.find("mbarrier_arrive(", at + 1))
+    ++arrives;
+  for (size_t at = source.find("mbarrier_wait_parity("); at != std::string::npos; at = source.find("mbarrier_wait_parity(", at + 1))
+    ++waits;
+  EXPECT_EQ(arrives, 1u) << "mbarrier_arrive( outside signal()";
+  EXPECT_EQ(waits, 1u) << "mbarrier_wait_parity( outside wait()";
+  EXPECT_EQ(source.find("named_barrier_"), std::string::npos) << "named barriers bypass the fence-discipline hooks";
 }
 
 }  // namespace

@@ -18,14 +18,12 @@ constexpr int kSmemBudget = 232448;     // sm_100 (and sm_90) opt-in shared memo
 int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
 // Register budgets per thread (softmax, correction, other); 2*128*s + 128*c + 128*o = 65536. Softmax holds
-// a whole 128-column S row; correction's LSE + O staging needs 80 (64, FA4's d=64 split, spills here).
+// a whole 128-column S row; the MMA warp (in "other") needs 56 once it waits for each PV before the next QK
+// and every wait carries its watchdog clock: with 48 it spills at d64/d96/d128, and correction fits in 72.
 struct Registers {
   int softmax, correction, other;
 };
-Registers registers_for(const KernelKey& key) {
-  if (key.head_dim == 192 || (key.causal && key.head_dim == 128)) return {192, 72, 56};
-  return {192, 80, 48};
-}
+constexpr Registers kRegisters = {192, 72, 56};
 
 // Q heads per kv head that one tile packs: all of them when they divide the 128-row tile.
 int gqa_pack(int q_heads_per_kv) { return q_heads_per_kv > 1 && kTile % q_heads_per_kv == 0 ? q_heads_per_kv : 1; }
@@ -69,7 +67,6 @@ bool Sm100Backend::supports(const KernelKey& key, std::string* why) const {
     return false;
   };
   if (key.backend != id()) return no(std::string("not a ") + to_string(id()) + " key");
-  if (!emulated_ && key.emulation != Emulation::strict) return no("emulation modes apply to sm100_emulated only");
   const bool dims_ok = (key.head_dim == key.head_dim_v && (key.head_dim == 64 || key.head_dim == 96 || key.head_dim == 128)) ||
                        (key.head_dim == 192 && key.head_dim_v == 128);
   if (!dims_ok)
@@ -93,6 +90,10 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   p.persistent = !key.causal || key.backend == Backend::sm100_emulated;
   p.soft_exp2_every = key.head_dim <= 128 ? 8 : 0;  // share of exp2 on the FMA pipe (FA4: 1 in 8 for d <= 128)
   p.rescale_threshold_log2 = 8;
+  // Bounded waits: a barrier wait longer than this traps (a hang becomes an error the self-check can see). On
+  // hardware a legitimate wait lasts microseconds and the one-register clock caps the limit at 4 s; emulated
+  // MMAs are slow and test processes share the GPU, so the emulation allows 30 s.
+  p.wait_timeout_ms = key.fault == DebugFault::hang ? 1000 : key.backend == Backend::sm100_emulated ? 30000 : 4000;
 
   // Shared memory: 128B swizzle when every row is a whole number of 128-B spans, else 64B (d = 96).
   const int d = key.head_dim, dv = key.head_dim_v;
@@ -104,7 +105,7 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   // The emulator keeps 16 bytes of static shared memory, which pushes the 1024-aligned dynamic base by 1 KB.
   const int budget = kSmemBudget - (key.backend == Backend::sm100_emulated ? 1024 : 0);
   const int stats_bytes = kQTiles * kTile * 2 * 4;  // mailbox: per tile and row, two floats
-  auto barrier_bytes = [](int stages) { return 8 * (9 * kQTiles + 2 * stages); };  // the list below
+  auto barrier_bytes = [](int stages) { return 8 * (10 * kQTiles + 2 * stages); };  // the list below
   auto tail_bytes = [&](int stages) { return round_up(barrier_bytes(stages), 16) + stats_bytes + 16; };
   // Largest ring that fits; O gets its own buffers unless that leaves fewer than two slots.
   auto fits = [&](int stages, bool alias) {
@@ -152,7 +153,8 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   // TMEM: S0, S1 (fp32, 128 columns each), O0, O1 (dv columns each); P_s over the upper half of S_s.
   p.tmem_columns = static_cast<int>(sm100::kTmemColumns);  // all of TMEM: one CTA per SM
   p.tmem = {
-      {"S0", 0, kTile, "rewritten by the next QK MMA of tile 0, issued only after PV has consumed P0 (same MMA thread, in order)"},
+      {"S0", 0, kTile, "rewritten by the next QK MMA of tile 0, issued only once the PV that reads P0 has completed "
+                       "(PvDone: the PTX ISA does not order MMAs of different accumulators)"},
       {"S1", kTile, kTile, "as S0, for tile 1"},
       {"P0", kTile / 2, kTile / 2, "bf16 pairs over S0's upper half; written by softmax 0 after it has read all of S0 into registers"},
       {"P1", kTile + kTile / 2, kTile / 2, "as P0, for tile 1"},
@@ -160,7 +162,7 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
       {"O1", 2 * kTile + dv, dv, "as O0, for tile 1"},
   };
 
-  const Registers r = registers_for(key);
+  const Registers r = kRegisters;
   p.roles = {
       {"Softmax0", 0, 4, r.softmax, "S0 from TMEM, mask, row max, lazy rescale, exp2, P0 to TMEM, row sum"},
       {"Softmax1", 4, 4, r.softmax, "the same for Q tile 1 (ping-pong with Softmax0)"},
@@ -180,6 +182,7 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
       {"KvEmpty", stages, 1, false, "Mma", "Load", "commit after the MMAs reading the slot"},
       {"SFull", kQTiles, 1, false, "Mma", "Softmax", "commit after S = Q K^T (also: the previous PV is complete)"},
       {"PvReady", kQTiles, 8, false, "Softmax+Correction", "Mma", "P stored (4 softmax warps) and O rescaled (4 correction warps)"},
+      {"PvDone", kQTiles, 1, false, "Mma", "Mma", "commit after PV: P may be overwritten by the next QK into S"},
       {"StatsFull", kQTiles, kTile, false, "Softmax", "Correction", "acc_scale (per block) or row_sum/row_max (final) in the mailbox"},
       {"StatsEmpty", kQTiles, kTile, false, "Correction", "Softmax", "mailbox read"},
       {"OFull", kQTiles, 1, false, "Mma", "Correction", "commit after the tile's last PV"},
@@ -203,6 +206,14 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
       "Emulated causal plans are persistent (the same tile loop, walking tiles longest first), the hardware ones are not.",
       "Fallback: head_dim 32 and 256 and head-dim pairs other than (64,64), (96,96), (128,128), (192,128) use the "
       "portable kernel.",
+      "MMA order is explicit, not assumed: FA4 issues QK(j) right behind PV(j-1) and relies on the tensor pipe running "
+      "one thread's MMAs in issue order, which the PTX ISA promises only for MMAs of the same accumulator and shape. "
+      "Here QK waits for PV's commit (PvDone), which can idle the tensor pipe for one commit round trip per tile and "
+      "block. Experiment on a B200: run the assume_mma_order build (DebugFault) on long problems against the "
+      "reference (a mismatch falsifies the in-order assumption) and time both builds; only if it holds and the gap "
+      "matters, adopt it as a named hardware assumption.",
+      "Bounded waits: a barrier wait longer than " + std::to_string(p.wait_timeout_ms) +
+          " ms traps with the barrier's name (a preempted or debugged kernel could trip it).",
   };
   if (o_aliases_q) p.risks.push_back("O is staged over Q: the next tile's Q load waits for the previous O store.");
   return p;
