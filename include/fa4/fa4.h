@@ -1,10 +1,12 @@
 /* libfa4rt C ABI: a thin, stable layer over fa4::Attention for engines in other languages and for
- * the Python (ctypes) wrapper python/fa4rt.py. Every call returns 0 on success or an fa4 error code
+ * the Python (ctypes) wrapper python/fa4rt/__init__.py. Every call returns 0 on success or an fa4 error code
  * (FA4_ERR_*); fa4_last_error() gives the message of the calling thread's last failure. */
 #ifndef FA4_FA4_H
 #define FA4_FA4_H
 
 #include <stdint.h>
+
+#include "fa4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,16 +54,16 @@ typedef struct fa4_config {
 } fa4_config;
 
 /* Creates a handle with options from the FA4_* environment variables. */
-int fa4_create(fa4_attention** out);
-void fa4_destroy(fa4_attention* handle);
+FA4_API int fa4_create(fa4_attention** out);
+FA4_API void fa4_destroy(fa4_attention* handle);
 /* stream: a CUstream (or cudaStream_t) of the current context. */
-int fa4_run(fa4_attention* handle, const fa4_params* params, void* stream);
+FA4_API int fa4_run(fa4_attention* handle, const fa4_params* params, void* stream);
 /* Compiles `count` configurations; *failures (may be NULL) receives the number that failed. When any
  * failed, returns the first failure's code and fa4_last_error() names that configuration. */
-int fa4_prewarm(fa4_attention* handle, const fa4_config* configs, int32_t count, int32_t* failures);
+FA4_API int fa4_prewarm(fa4_attention* handle, const fa4_config* configs, int32_t count, int32_t* failures);
 /* The message of this thread's last failed call ("" if none). Valid until the next call on this thread. */
-const char* fa4_last_error(void);
-const char* fa4_version(void);
+FA4_API const char* fa4_last_error(void);
+FA4_API const char* fa4_version(void);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "fa4/error.hpp"
+#include "fa4/export.h"
 #include "fa4/plan.hpp"
+#include "fa4/version.h"
 
 namespace fa4 {
 
@@ -49,7 +51,7 @@ struct AttentionParams {
 enum class LogLevel { trace, debug, info, warn, error, off };
 
 // Library settings. Options::from_env() reads the FA4_* environment variables (README.md).
-struct Options {
+struct FA4_API Options {
   std::string cache_dir;          // empty: FA4_CACHE_DIR, else $XDG_CACHE_HOME/fa4rt, else ~/.cache/fa4rt
   bool disk_cache = true;
   LogLevel log_level = LogLevel::info;
@@ -65,7 +67,7 @@ struct Options {
 
 // A kernel configuration to compile ahead of time. It maps to exactly the KernelKey a run() with the
 // same dtype, head dims, causal flag, LSE flag and q/kv head ratio selects on `arch`.
-struct KernelConfig {
+struct FA4_API KernelConfig {
   DType dtype = DType::bf16;
   int head_dim = 128;
   int head_dim_v = 0;          // 0 means head_dim
@@ -97,7 +99,7 @@ struct KernelInfo {
   std::vector<std::string> compile_options;
 };
 
-class Attention {
+class FA4_API Attention {
  public:
   explicit Attention(Options options = Options::from_env());
   ~Attention();
@@ -131,8 +133,9 @@ class Attention {
 
 // Every configuration a backend supports on `arch` with one q head per kv head (for prewarming and tests;
 // GQA-packed sm100 keys differ only in q_heads_per_kv).
-std::vector<KernelConfig> supported_configs(Backend backend, int arch);
+FA4_API std::vector<KernelConfig> supported_configs(Backend backend, int arch);
 
-const char* version();
+// The version of the loaded library (FA4_VERSION_STRING is the headers').
+FA4_API const char* version();
 
 }  // namespace fa4

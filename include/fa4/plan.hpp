@@ -7,15 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "fa4/export.h"
+
 namespace fa4 {
 
 enum class DType { bf16, fp16 };
-const char* to_string(DType dtype);
+FA4_API const char* to_string(DType dtype);
 
 // Which kernel family runs. `automatic` picks sm100 on sm_100 devices and portable elsewhere.
 enum class Backend { automatic, portable, sm100, sm100_emulated };
-const char* to_string(Backend backend);
-Backend backend_from_string(const std::string& name);  // "auto", "portable", "sm100", "sm100_emulated"
+FA4_API const char* to_string(Backend backend);
+FA4_API Backend backend_from_string(const std::string& name);  // "auto", "portable", "sm100", "sm100_emulated"
 
 // Deliberate defects, compiled in only on request, that prove the emulated tests catch each failure mode.
 enum class DebugFault {
@@ -25,19 +27,19 @@ enum class DebugFault {
   tmem_reuse_race,   // S/P region rewritten before its PV consumer released it
   wrong_gqa_map,     // q head h reads kv head h % heads_kv instead of h / q_heads_per_kv
 };
-const char* to_string(DebugFault fault);
+FA4_API const char* to_string(DebugFault fault);
 
 // The (head_dim, head_dim_v) pairs the library takes: equal dims of 32, 64, 96, 128, 192 or 256, and
 // (192, 128). The portable kernel serves all of them; the sm100 kernel a subset (plan_sm100.cpp).
 struct HeadDims {
   int head_dim, head_dim_v;
 };
-const std::vector<HeadDims>& supported_head_dims();
-bool head_dims_supported(int64_t head_dim, int64_t head_dim_v);
+FA4_API const std::vector<HeadDims>& supported_head_dims();
+FA4_API bool head_dims_supported(int64_t head_dim, int64_t head_dim_v);
 
 // Only what changes generated code. Batch, sequence lengths, head counts, strides, pointers and the
 // softmax scale are kernel arguments, so a warm-up call and a real call map to the same key.
-struct KernelKey {
+struct FA4_API KernelKey {
   Backend backend = Backend::portable;
   int arch = 0;                 // compute capability x10 of the compile target: 80, 90, 100, 120, ...
   DType dtype = DType::bf16;
@@ -92,7 +94,7 @@ struct TmaBox {
   int swizzle_bytes = 0;  // 0, 32, 64 or 128
 };
 
-struct Plan {
+struct FA4_API Plan {
   KernelKey key;
   std::string kernel_name;   // extern "C" entry point in the generated source
   std::string source;        // kernel_src/ file that holds the kernel (the root of the assembly)
