@@ -4,7 +4,9 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,6 +93,15 @@ struct PrewarmReport {
   std::vector<PrewarmFailure> failures;
 };
 
+// One configuration of a prewarm() has finished (for progress reports).
+struct PrewarmProgress {
+  size_t done = 0;                          // configurations finished so far, this one included
+  size_t total = 0;
+  const KernelConfig* config = nullptr;     // the one that finished
+  bool compiled = false;                    // built by NVRTC in this call (false: from a cache, or failed)
+  const PrewarmFailure* failure = nullptr;  // set when it failed
+};
+
 // Information about one resolved kernel, for tools and tests.
 struct KernelInfo {
   KernelKey key;
@@ -116,6 +127,10 @@ class FA4_API Attention {
   // load. Configurations map to the keys run() would select (the Options' backend when a configuration
   // says automatic). Failures are reported per configuration, not thrown.
   PrewarmReport prewarm(const std::vector<KernelConfig>& configs);
+  // The same, calling `on_progress` as each configuration finishes: from the worker threads, one call at a
+  // time, in completion order. It must not throw.
+  PrewarmReport prewarm(const std::vector<KernelConfig>& configs,
+                        const std::function<void(const PrewarmProgress&)>& on_progress);
 
   // The Plan (and its launch shape) run() would use for these parameters on the current device.
   Plan plan(const AttentionParams& params) const;
