@@ -30,6 +30,7 @@ install(FILES ${PROJECT_BINARY_DIR}/fa4rtConfig.cmake ${PROJECT_BINARY_DIR}/fa4r
 # pkg-config: prefix relative to the .pc file, so `cmake --install --prefix` anywhere gives a working file.
 # cuda.h's directory is the build machine's (the public headers include cuda.h).
 file(RELATIVE_PATH FA4_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+string(REGEX REPLACE "/$" "" FA4_PC_TO_PREFIX "${FA4_PC_TO_PREFIX}")
 string(REPLACE ";" " -I" FA4_PC_CUDA_CFLAGS "-I${CUDAToolkit_INCLUDE_DIRS}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/fa4rt.pc.in ${PROJECT_BINARY_DIR}/fa4rt.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/fa4rt.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT development)
