@@ -41,7 +41,7 @@ bool read_target_flag(Flags& flags, KernelConfig& config) {
     try {
       config.backend = backend_from_string(name);
     } catch (const Error& e) {
-      throw UsageError(std::string("--backend ") + e.what());
+      throw UsageError(std::string("--") + e.what());  // "--backend 'x': must be one of ..."
     }
   } else return false;
   return true;

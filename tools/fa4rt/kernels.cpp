@@ -58,6 +58,10 @@ void print_cache_line(const Options& options, const char* when) {
 
 }  // namespace
 
+#define FA4_TARGET_OPTIONS                                                                             \
+  "  --arch N              compute capability x10 (default: device 0's, else 100)\n"                   \
+  "  --backend B           auto (default), portable, sm100, sm100_emulated\n"
+
 const char kPrewarmUsage[] =
     "usage: fa4rt prewarm [--arch N] [--backend B] [--qh-per-kv N]\n"
     "\n"
@@ -69,15 +73,12 @@ const char kPrewarmUsage[] =
     "  - the README's example: bf16, head_dim 128, causal, 4 q heads per kv head.\n"
     "It prints the cache directory and its size before and after, [i/N] as each kernel finishes, and the\n"
     "Plan of the README's example on each backend it compiled for.\n"
-    "\n"
-    "  --arch N        compute capability x10 (default: device 0's, else 100)\n"
-    "  --backend B     auto (default), portable, sm100, sm100_emulated\n"
-    "  --qh-per-kv N   q heads per kv head of every configuration (default 1; sm100 kernels pack them)\n"
+    "\n" FA4_TARGET_OPTIONS
+    "  --qh-per-kv N         q heads per kv head of every configuration (default 1; sm100 kernels pack them)\n"
     "Environment: FA4_CACHE_DIR, FA4_DISK_CACHE, FA4_COMPILE_THREADS (README.md).\n";
 
 int prewarm(const std::vector<std::string>& args) {
-  KernelConfig target;
-  target.arch = 0;
+  KernelConfig target;  // arch 0: target_arch() picks
   int q_heads_per_kv = 1;
   Flags flags(args);
   while (flags.next()) {
@@ -129,13 +130,10 @@ const char kResourcesUsage[] =
     "Compiles every supported configuration with ptxas --verbose (nothing is cached) and prints a Markdown\n"
     "table: compile ms, registers, spills, stack, shared memory, TMEM columns, KV stages. Exit status 1 when\n"
     "a kernel spills or ptxas printed no report.\n"
-    "\n"
-    "  --arch N      compute capability x10 (default: device 0's, else 100)\n"
-    "  --backend B   auto (default), portable, sm100, sm100_emulated\n";
+    "\n" FA4_TARGET_OPTIONS;
 
 int resources(const std::vector<std::string>& args) {
-  KernelConfig target;
-  target.arch = 0;
+  KernelConfig target;  // arch 0: target_arch() picks
   Flags flags(args);
   while (flags.next())
     if (!read_target_flag(flags, target)) flags.unknown();
@@ -159,8 +157,7 @@ int resources(const std::vector<std::string>& args) {
 }
 
 #define FA4_CONFIG_OPTIONS                                                                             \
-  "  --arch N              compute capability x10 (default: device 0's, else 100)\n"                   \
-  "  --backend B           auto (default), portable, sm100, sm100_emulated\n"                          \
+  FA4_TARGET_OPTIONS                                                                                   \
   "  --dtype bf16|fp16     element type (default bf16)\n"                                              \
   "  --d N, --dv N         head dims of Q/K and of V (default 128; --dv defaults to --d)\n"            \
   "  --causal, --lse       causal mask (bottom-right aligned); write the log-sum-exp\n"                 \
@@ -177,7 +174,6 @@ const char kPlanUsage[] =
 
 int plan(const std::vector<std::string>& args) {
   KernelConfig config;
-  config.arch = 0;
   int seqlen_q = 0, seqlen_k = 0;
   bool dot = false;
   Flags flags(args);
@@ -204,7 +200,6 @@ const char kDumpUsage[] =
 
 int dump(const std::vector<std::string>& args) {
   KernelConfig config;
-  config.arch = 0;
   std::string out;
   Flags flags(args);
   while (flags.next()) {
@@ -212,7 +207,7 @@ int dump(const std::vector<std::string>& args) {
     if (flags.flag() == "--out") out = flags.value();
     else flags.unknown();
   }
-  if (out.empty()) throw UsageError("dump needs --out DIR");
+  if (out.empty()) throw UsageError("needs --out DIR");
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
   if (ec) throw Error(ErrorCode::invalid_argument, "--out " + out + ": cannot create the directory: " + ec.message());
