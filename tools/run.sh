@@ -61,13 +61,16 @@ cmake --build build -j"$jobs"
 status=0
 ctest --test-dir build --output-on-failure -j"$jobs" --timeout 1500 || status=$?
 
-# Why skipped tests skipped: each prints "SKIPPED: reason" (GTEST_SKIP messages, the Python tests); grouped by
-# reason with a count and one example, from ctest's log of this run.
+# Why skipped tests skipped, grouped by reason with a count and one example, from ctest's log of this run: the
+# reason is GTEST_SKIP's message (the line after gtest's "file:line: Skipped") or a "SKIPPED: reason" line (the
+# Python tests).
 log=build/Testing/Temporary/LastTest.log
 if [[ -f $log ]]; then
   awk '
     /^[0-9]+\/[0-9]+ Test: / { name = $0; sub(/^[0-9]+\/[0-9]+ Test: /, "", name); sub(/  # .*/, "", name);
-                               reason = ""; skip_regex = 0; next }
+                               reason = ""; skip_regex = 0; message_next = 0; next }
+    message_next { message_next = 0; if (reason == "" && $0 !~ /^\[  SKIPPED \]/) { reason = $0; sub(/^SKIPPED: /, "", reason) } }
+    /: Skipped$/ { message_next = 1 }
     /^SKIPPED: / && reason == "" { reason = substr($0, 10) }
     /^Skip regular expression found/ { skip_regex = 1 }
     / end time: / && name != "" {
