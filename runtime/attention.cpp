@@ -397,7 +397,10 @@ void Attention::run(const AttentionParams& params, CUstream stream) {
   impl_->launch(*k, problem, ctx, stream);
 }
 
-PrewarmReport Attention::prewarm(const std::vector<KernelConfig>& configs) {
+PrewarmReport Attention::prewarm(const std::vector<KernelConfig>& configs) { return prewarm(configs, nullptr); }
+
+PrewarmReport Attention::prewarm(const std::vector<KernelConfig>& configs,
+                                 const std::function<void(const PrewarmProgress&)>& on_progress) {
   PrewarmReport report;
   if (configs.empty()) return report;
   // Load into the current context too (when one is current and the arch matches), so a later graph capture
@@ -406,7 +409,12 @@ PrewarmReport Attention::prewarm(const std::vector<KernelConfig>& configs) {
   if (driver_available()) check_cu(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
   ContextState* state = ctx ? &impl_->context_state(ctx) : nullptr;
 
-  std::mutex report_mutex;
+  std::mutex report_mutex;  // guards report, done and on_progress calls
+  size_t done = 0;
+  auto finished = [&](const KernelConfig& config, bool compiled, const PrewarmFailure* failure) {  // report_mutex held
+    ++done;
+    if (on_progress) on_progress({done, configs.size(), &config, compiled, failure});
+  };
   std::atomic<size_t> next{0};
   auto worker = [&] {
     if (ctx) driver().cuCtxSetCurrent(ctx);
@@ -424,12 +432,15 @@ PrewarmReport Attention::prewarm(const std::vector<KernelConfig>& configs) {
         }
         std::lock_guard guard(report_mutex);
         (origin == cache::Origin::compiled ? report.compiled : report.from_cache)++;
+        finished(configs[i], origin == cache::Origin::compiled, nullptr);
       } catch (const Error& e) {
         std::lock_guard guard(report_mutex);
         report.failures.push_back({configs[i], e.code(), e.what()});
+        finished(configs[i], false, &report.failures.back());
       } catch (const std::exception& e) {
         std::lock_guard guard(report_mutex);
         report.failures.push_back({configs[i], ErrorCode::internal, e.what()});
+        finished(configs[i], false, &report.failures.back());
       }
     }
   };

@@ -13,7 +13,7 @@ namespace fa4::detail {
 // each pointer has exactly the ABI the header declares.
 #define FA4_DRIVER_FUNCTIONS(X)                                                             \
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)                     \
-  X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetAttribute) X(cuDeviceGetName)             \
+  X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDeviceTotalMem) \
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                                  \
   X(cuCtxCreate) X(cuCtxDestroy) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice)    \
   X(cuCtxGetId) X(cuCtxSynchronize)                                                         \

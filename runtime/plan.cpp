@@ -99,7 +99,7 @@ std::string KernelConfig::name() const {
   return s.str();
 }
 
-const char* version() { return FA4_VERSION; }
+const char* version() { return FA4_VERSION_STRING; }
 
 const std::vector<HeadDims>& supported_head_dims() {
   static const std::vector<HeadDims> dims = {{32, 32}, {64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256}, {192, 128}};

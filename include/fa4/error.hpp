@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "fa4/export.h"
+
 namespace fa4 {
 
 enum class ErrorCode {
@@ -19,9 +21,10 @@ enum class ErrorCode {
   internal = 9,
 };
 
-const char* to_string(ErrorCode code);
+FA4_API const char* to_string(ErrorCode code);
 
-class Error : public std::runtime_error {
+// Exported so that its type information is shared: a catch in the caller matches what the library throws.
+class FA4_API Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message)
       : std::runtime_error(message), code_(code) {}

@@ -1,10 +1,12 @@
 /* libfa4rt C ABI: a thin, stable layer over fa4::Attention for engines in other languages and for
- * the Python (ctypes) wrapper python/fa4rt.py. Every call returns 0 on success or an fa4 error code
+ * the Python (ctypes) wrapper python/fa4rt/__init__.py. Every call returns 0 on success or an fa4 error code
  * (FA4_ERR_*); fa4_last_error() gives the message of the calling thread's last failure. */
 #ifndef FA4_FA4_H
 #define FA4_FA4_H
 
 #include <stdint.h>
+
+#include "fa4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -67,19 +69,19 @@ typedef struct fa4_config {
  *  - reading the string of fa4_last_error after the calling thread's next fa4 call. */
 
 /* Creates a handle with options from the FA4_* environment variables; *out is NULL on failure. */
-int fa4_create(fa4_attention** out);
+FA4_API int fa4_create(fa4_attention** out);
 /* Destroys a handle. NULL is a no-op (FA4_OK); a destroyed or unknown handle is FA4_ERR_INVALID_ARGUMENT. */
-int fa4_destroy(fa4_attention* handle);
+FA4_API int fa4_destroy(fa4_attention* handle);
 /* stream: a CUstream (or cudaStream_t) of the current context. */
-int fa4_run(fa4_attention* handle, const fa4_params* params, void* stream);
+FA4_API int fa4_run(fa4_attention* handle, const fa4_params* params, void* stream);
 /* Compiles `count` configurations; *failures (may be NULL) receives the number that failed. When any
  * failed, returns the first failure's code and fa4_last_error() names that configuration. A configuration
  * with q_heads_per_kv outside [1, 256], unsupported head dims or an arch that is neither 0 nor a target
  * NVRTC compiles for (80 or newer) fails with FA4_ERR_INVALID_ARGUMENT or FA4_ERR_UNSUPPORTED. */
-int fa4_prewarm(fa4_attention* handle, const fa4_config* configs, int32_t count, int32_t* failures);
+FA4_API int fa4_prewarm(fa4_attention* handle, const fa4_config* configs, int32_t count, int32_t* failures);
 /* The message of this thread's last failed call ("" if none). Valid until the next call on this thread. */
-const char* fa4_last_error(void);
-const char* fa4_version(void);
+FA4_API const char* fa4_last_error(void);
+FA4_API const char* fa4_version(void);
 
 #ifdef __cplusplus
 }

@@ -4,13 +4,17 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "fa4/error.hpp"
+#include "fa4/export.h"
 #include "fa4/plan.hpp"
+#include "fa4/version.h"
 
 namespace fa4 {
 
@@ -55,7 +59,7 @@ constexpr int kMaxCompileThreads = 1024;
 // Library settings. Options::from_env() reads the FA4_* environment variables (README.md); the Attention
 // constructor checks them (enums in range, max_compile_threads in [0, kMaxCompileThreads], dump_dir
 // creatable and writable) and throws Error(invalid_argument) naming the option.
-struct Options {
+struct FA4_API Options {
   std::string cache_dir;          // empty: FA4_CACHE_DIR, else $XDG_CACHE_HOME/fa4rt, else ~/.cache/fa4rt
   bool disk_cache = true;
   LogLevel log_level = LogLevel::info;
@@ -79,7 +83,7 @@ constexpr int kMaxQHeadsPerKv = 256;
 // same dtype, head dims, causal flag, LSE flag and q/kv head ratio selects on `arch`. prewarm (per
 // configuration) and describe reject a configuration that breaks a rule: dtype and backend in their enums,
 // supported head dims, q_heads_per_kv in [1, kMaxQHeadsPerKv], arch 0 or a target NVRTC compiles for (>= 80).
-struct KernelConfig {
+struct FA4_API KernelConfig {
   DType dtype = DType::bf16;
   int head_dim = 128;
   int head_dim_v = 0;          // 0 means head_dim
@@ -103,6 +107,15 @@ struct PrewarmReport {
   std::vector<PrewarmFailure> failures;
 };
 
+// One configuration of a prewarm() has finished (for progress reports).
+struct PrewarmProgress {
+  size_t done = 0;                          // configurations finished so far, this one included
+  size_t total = 0;
+  const KernelConfig* config = nullptr;     // the one that finished
+  bool compiled = false;                    // built by NVRTC in this call (false: from a cache, or failed)
+  const PrewarmFailure* failure = nullptr;  // set when it failed
+};
+
 // Information about one resolved kernel, for tools and tests.
 struct KernelInfo {
   KernelKey key;
@@ -111,7 +124,7 @@ struct KernelInfo {
   std::vector<std::string> compile_options;
 };
 
-class Attention {
+class FA4_API Attention {
  public:
   explicit Attention(Options options = Options::from_env());
   ~Attention();
@@ -128,6 +141,10 @@ class Attention {
   // load. Configurations map to the keys run() would select (the Options' backend when a configuration
   // says automatic). Failures are reported per configuration, not thrown.
   PrewarmReport prewarm(const std::vector<KernelConfig>& configs);
+  // The same, calling `on_progress` as each configuration finishes: from the worker threads, one call at a
+  // time, in completion order. It must not throw.
+  PrewarmReport prewarm(const std::vector<KernelConfig>& configs,
+                        const std::function<void(const PrewarmProgress&)>& on_progress);
 
   // The Plan (and its launch shape) run() would use for these parameters on the current device.
   Plan plan(const AttentionParams& params) const;
@@ -145,8 +162,9 @@ class Attention {
 
 // Every configuration a backend supports on `arch` with one q head per kv head (for prewarming and tests;
 // GQA-packed sm100 keys differ only in q_heads_per_kv).
-std::vector<KernelConfig> supported_configs(Backend backend, int arch);
+FA4_API std::vector<KernelConfig> supported_configs(Backend backend, int arch);
 
-const char* version();
+// The version of the loaded library (FA4_VERSION_STRING is the headers').
+FA4_API const char* version();
 
 }  // namespace fa4

@@ -7,15 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "fa4/export.h"
+
 namespace fa4 {
 
 enum class DType { bf16, fp16 };
-const char* to_string(DType dtype);
+FA4_API const char* to_string(DType dtype);
 
 // Which kernel family runs. `automatic` picks sm100 on sm_100 devices and portable elsewhere.
 enum class Backend { automatic, portable, sm100, sm100_emulated };
-const char* to_string(Backend backend);
-Backend backend_from_string(const std::string& name);  // "auto", "portable", "sm100", "sm100_emulated"
+FA4_API const char* to_string(Backend backend);
+FA4_API Backend backend_from_string(const std::string& name);  // "auto", "portable", "sm100", "sm100_emulated"
 
 // Deliberate defects, compiled in only on request, that prove the emulated tests catch each failure mode.
 enum class DebugFault {
@@ -33,7 +35,7 @@ enum class DebugFault {
   trap,              // every CTA traps at once
   hang,              // one barrier is never signalled, and the watchdog is off: the kernel never ends
 };
-const char* to_string(DebugFault fault);
+FA4_API const char* to_string(DebugFault fault);
 
 // How the sm90a emulation of tcgen05 executes (Backend::sm100_emulated only). A launch argument, not part of
 // the key: one emulated cubin runs in either mode.
@@ -54,12 +56,12 @@ enum class ArchVariant { generic, specific, family };
 struct HeadDims {
   int head_dim, head_dim_v;
 };
-const std::vector<HeadDims>& supported_head_dims();
-bool head_dims_supported(int64_t head_dim, int64_t head_dim_v);
+FA4_API const std::vector<HeadDims>& supported_head_dims();
+FA4_API bool head_dims_supported(int64_t head_dim, int64_t head_dim_v);
 
 // Only what changes generated code. Batch, sequence lengths, head counts, strides, pointers and the
 // softmax scale are kernel arguments, so a warm-up call and a real call map to the same key.
-struct KernelKey {
+struct FA4_API KernelKey {
   Backend backend = Backend::portable;
   int arch = 0;                 // compute capability x10 of the compile target: 80, 90, 100, 120, ...
   ArchVariant variant = ArchVariant::generic;
@@ -117,7 +119,7 @@ struct TmaBox {
   int swizzle_bytes = 0;  // 0, 32, 64 or 128
 };
 
-struct Plan {
+struct FA4_API Plan {
   KernelKey key;
   std::string kernel_name;   // extern "C" entry point in the generated source
   std::string source;        // kernel_src/ file that holds the kernel (the root of the assembly)

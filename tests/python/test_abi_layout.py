@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The ctypes structures of python/fa4rt.py must match fa4_params / fa4_config of include/fa4/fa4.h
+"""The ctypes structures of python/fa4rt/__init__.py must match fa4_params / fa4_config of include/fa4/fa4.h
 byte for byte: compiles a tiny C program that prints sizeof/offsetof and compares. CPU only.
 
 Exit status: 0 pass, 1 fail, 77 skipped (no C compiler)."""

@@ -1,193 +1,96 @@
-// fa4rt: the command-line face of the library.
-//   fa4rt prewarm [--arch N] [--backend B] [--qh-per-kv N]
-//                                            compile every supported configuration into the disk cache
-//                                            (offline: NVRTC needs no GPU; default arch: the GPU's, else 100)
-//   fa4rt plan [config] [--seqlen-q N --seqlen-k N] [--dot]
-//                                            print the Plan report of one configuration (or its barrier DOT)
-//   fa4rt dump --out DIR [config]            write one configuration's generated source and cubin
-//   fa4rt resources [--arch N] [--backend B] compile every supported configuration with ptxas --verbose
-//                                            and print a Markdown table: compile ms, registers, spills,
-//                                            shared memory, TMEM columns, stages
-// config: --arch N --backend auto|portable|sm100|sm100_emulated --dtype bf16|fp16 --d N --dv N --causal
-//         --lse --qh-per-kv N
-#include <chrono>
-#include <climits>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iomanip>
-#include <iostream>
-#include <map>
+// fa4rt: the command-line face of the library. `fa4rt --help` lists the commands, `fa4rt <command> --help`
+// gives each one's options. A command is a row of kCommands: its code lives in its own function (cli.hpp).
+#include <cuda.h>
 
-#include "fa4/fa4.hpp"
-#include "runtime/codegen.hpp"
-#include "runtime/driver.hpp"
+#include <iostream>
+#include <string>
+#include <vector>
+
 #include "runtime/nvrtc.hpp"
-#include "runtime/backend.hpp"
-#include "tools/fa4rt/report.hpp"
+#include "tools/fa4rt/cli.hpp"
 
 namespace {
 
-using namespace fa4;
+using fa4::cli::Command;
 
-struct Args {
-  std::string command;
-  KernelConfig config;
-  int seqlen_q = 0, seqlen_k = 0;
-  bool dot = false;
-  std::string out;
+const Command kCommands[] = {
+    {"info", "library, NVRTC and driver versions, devices, cache directory, backend per configuration",
+     fa4::cli::kInfoUsage, fa4::cli::info},
+    {"prewarm", "compile every kernel for one arch into the disk cache (no GPU needed)", fa4::cli::kPrewarmUsage,
+     fa4::cli::prewarm},
+    {"plan", "print one configuration's Plan (or its barrier graph as Graphviz DOT)", fa4::cli::kPlanUsage,
+     fa4::cli::plan},
+    {"dump", "write one configuration's generated source, NVRTC log and cubin", fa4::cli::kDumpUsage, fa4::cli::dump},
+    {"resources", "registers, spills and memory of every configuration (ptxas --verbose, Markdown)",
+     fa4::cli::kResourcesUsage, fa4::cli::resources},
 };
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::cerr << "fa4rt: " << problem << "\n"
-            << "usage: fa4rt prewarm [--arch N] [--backend B] [--qh-per-kv N]\n"
-            << "       fa4rt plan [--arch N] [--backend B] [--dtype bf16|fp16] [--d N] [--dv N] [--causal] [--lse]\n"
-            << "                  [--qh-per-kv N] [--seqlen-q N --seqlen-k N] [--dot]\n"
-            << "       fa4rt dump --out DIR [config options as for plan]\n"
-            << "       fa4rt resources [--arch N] [--backend B]\n";
-  std::exit(2);
-}
-
-int current_device_arch() {
-  if (!detail::driver_available()) return 0;
-  CUdevice dev;
-  FA4_CU(cuDeviceGet(&dev, 0));
-  return detail::device_arch(dev);
-}
-
-Args parse(int argc, char** argv) {
-  if (argc < 2) usage("missing command");
-  Args a;
-  a.command = argv[1];
-  a.config.arch = 0;
-  for (int i = 2; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(flag + " needs a value");
-      return argv[++i];
-    };
-    auto number = [&]() {
-      const std::string v = value();
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str(), &end, 10);
-      if (*end || n < 0 || n > INT_MAX) usage(flag + " needs a non-negative integer, got '" + v + "'");
-      return static_cast<int>(n);
-    };
-    if (flag == "--arch") a.config.arch = number();
-    else if (flag == "--backend") a.config.backend = backend_from_string(value());
-    else if (flag == "--dtype") {
-      const std::string d = value();
-      if (d != "bf16" && d != "fp16") usage("--dtype must be bf16 or fp16");
-      a.config.dtype = d == "bf16" ? DType::bf16 : DType::fp16;
-    } else if (flag == "--d") a.config.head_dim = number();
-    else if (flag == "--dv") a.config.head_dim_v = number();
-    else if (flag == "--causal") a.config.causal = true;
-    else if (flag == "--lse") a.config.lse = true;
-    else if (flag == "--qh-per-kv") {
-      a.config.q_heads_per_kv = number();
-      if (a.config.q_heads_per_kv < 1 || a.config.q_heads_per_kv > kMaxQHeadsPerKv)
-        usage("--qh-per-kv needs an integer in [1, " + std::to_string(kMaxQHeadsPerKv) + "]");
-    } else if (flag == "--seqlen-q") a.seqlen_q = number();
-    else if (flag == "--seqlen-k") a.seqlen_k = number();
-    else if (flag == "--dot") a.dot = true;
-    else if (flag == "--out") a.out = value();
-    else usage("unknown option " + flag);
+void print_help(std::ostream& out) {
+  out << "fa4rt " << fa4::version() << ": JIT-compiled attention kernels (NVRTC, CUDA Driver API)\n"
+      << "\n"
+      << "usage: fa4rt <command> [options]\n"
+      << "       fa4rt <command> --help    a command's options\n"
+      << "       fa4rt --version           library, NVRTC and build versions\n"
+      << "       fa4rt -h, --help          this text\n"
+      << "\n"
+      << "commands:\n";
+  for (const Command& c : kCommands) {
+    const std::string name = c.name;
+    out << "  " << name << std::string(name.size() < 11 ? 11 - name.size() : 1, ' ') << c.summary << "\n";
   }
-  if (!a.config.arch) a.config.arch = current_device_arch();
-  if (!a.config.arch) a.config.arch = 100;  // no GPU: plan and compile for B200
-  return a;
+  out << "\nEnvironment: FA4_CACHE_DIR, FA4_DISK_CACHE, FA4_BACKEND, FA4_LOG_LEVEL, ... (README.md).\n";
 }
 
-int prewarm(const Args& a) {
-  const int arch = a.config.arch;
-  std::vector<KernelConfig> configs = supported_configs(a.config.backend, arch);
-  for (KernelConfig& c : configs) c.q_heads_per_kv = a.config.q_heads_per_kv;  // GQA packing is part of sm100 keys
-  // With the automatic backend on sm_100, also build the portable kernels of the configurations sm100
-  // serves: they are its first-use self-check reference and its fallback.
-  if (a.config.backend == Backend::automatic)
-    for (const KernelConfig& c : supported_configs(Backend::portable, arch)) configs.push_back(c);
-  Options options = Options::from_env();
-  Attention attention(options);
-  std::cout << "fa4rt " << version() << ": prewarming " << configs.size() << " configurations for sm_" << arch
-            << " (NVRTC " << detail::nvrtc_version() << ")\n";
-  const auto start = std::chrono::steady_clock::now();
-  const PrewarmReport report = attention.prewarm(configs);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::map<std::string, int> per_backend;
-  for (const KernelConfig& c : configs) per_backend[to_string(detail::key_for_config(c, arch).backend)]++;
-  for (const auto& [backend, count] : per_backend) std::cout << "  " << std::setw(15) << backend << ": " << count << " kernels\n";
-  std::cout << "compiled " << report.compiled << ", from cache " << report.from_cache << ", failed "
-            << report.failures.size() << " in " << std::fixed << std::setprecision(1) << seconds << " s\n";
-  for (const PrewarmFailure& f : report.failures) std::cout << "FAILED " << f.config.name() << ": " << f.message << "\n";
-  // One representative Plan per backend, so the job shows what it built.
-  std::map<std::string, bool> shown;
-  for (const KernelConfig& c : configs) {
-    const KernelKey key = detail::key_for_config(c, arch);
-    if (shown[to_string(key.backend)] || c.head_dim != 128 || !c.causal || c.lse) continue;
-    shown[to_string(key.backend)] = true;
-    std::cout << "\n" << detail::plan_report(detail::make_plan(key), 1000, 1500);
-  }
-  return report.failures.empty() ? 0 : 1;
+void print_version() {
+  std::cout << "fa4rt " << fa4::version() << " (headers " << FA4_VERSION_STRING << ")\n"
+            << "NVRTC " << fa4::detail::nvrtc_version() << " (loaded); CUDA headers " << CUDA_VERSION / 1000 << "."
+            << CUDA_VERSION % 1000 / 10 << "\n"
+            << "built " << FA4_BUILD_TYPE << " with " << FA4_COMPILER << ", C++" << __cplusplus / 100 % 100 << "\n";
 }
 
-int resources(const Args& a) {
-  const int arch = a.config.arch;
-  std::cout << "| configuration | target | compile ms | registers | spill st/ld B | stack B | smem B | TMEM cols | KV stages |\n"
-            << "|---|---|---|---|---|---|---|---|---|\n";
-  int failures = 0;
-  for (const KernelConfig& c : supported_configs(a.config.backend, arch)) {
-    const KernelKey key = detail::key_for_config(c, arch);
-    const Plan p = detail::make_plan(key);
-    std::vector<std::string> options = detail::compile_options(key);
-    options.push_back("--ptxas-options=--verbose");
-    const detail::CompiledKernel k = detail::nvrtc_compile(detail::assemble_source(p), options, key.name(), "");
-    const detail::ResourceUsage r = detail::parse_ptxas_report(k.log);
-    failures += !r.found || r.spill_store_bytes || r.spill_load_bytes;
-    std::cout << "| " << key.name() << " | " << key.target() << " | " << std::fixed << std::setprecision(0) << k.milliseconds
-              << " | " << r.registers << " | " << r.spill_store_bytes << "/" << r.spill_load_bytes << " | " << r.stack_bytes
-              << " | " << p.smem_bytes << " | " << p.tmem_columns << " | " << p.kv_stages << " |\n";
-  }
-  return failures ? 1 : 0;
+// A usage problem: the message and the relevant usage on stderr, exit status 2.
+int usage_error(const std::string& message, const char* usage) {
+  std::cerr << "fa4rt: " << message << "\n\n";
+  if (usage) std::cerr << usage;
+  else print_help(std::cerr);
+  return 2;
 }
 
-int plan(const Args& a) {
-  const Plan p = detail::make_plan(detail::key_for_config(a.config, a.config.arch));
-  std::cout << (a.dot ? detail::barrier_dot(p) : detail::plan_report(p, a.seqlen_q, a.seqlen_k));
-  return 0;
-}
-
-int dump(const Args& a) {
-  if (a.out.empty()) usage("dump needs --out DIR");
-  std::error_code ec;
-  std::filesystem::create_directories(a.out, ec);
-  if (ec) throw Error(ErrorCode::invalid_argument, "--out " + a.out + ": cannot create the directory: " + ec.message());
-  const KernelKey key = detail::key_for_config(a.config, a.config.arch);
-  const Plan p = detail::make_plan(key);
-  const std::string source = detail::assemble_source(p);
-  const detail::CompiledKernel k = detail::nvrtc_compile(source, detail::compile_options(key), key.name(), a.out);
-  std::ofstream cubin(a.out + "/" + key.name() + ".cubin", std::ios::binary);
-  if (!cubin.write(k.cubin.data(), static_cast<std::streamsize>(k.cubin.size())))
-    throw Error(ErrorCode::invalid_argument, "--out " + a.out + ": cannot write the cubin");
-  std::cout << a.out << "/" << key.name() << ".{cu,log,cubin}: " << source.size() << " bytes of source, " << k.cubin.size()
-            << " bytes of cubin, " << std::fixed << std::setprecision(0) << k.milliseconds << " ms\n";
-  return 0;
-}
+bool is_help(const std::string& arg) { return arg == "--help" || arg == "-h"; }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) return usage_error("missing command", nullptr);
+  if (is_help(args[0])) {
+    print_help(std::cout);
+    return 0;
+  }
+  if (args[0] == "--version") {
+    print_version();
+    return 0;
+  }
+  const Command* command = nullptr;
+  for (const Command& c : kCommands)
+    if (args[0] == c.name) command = &c;
+  if (!command)
+    return usage_error((args[0].rfind("-", 0) == 0 ? "unknown option " : "unknown command ") + args[0], nullptr);
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  for (const std::string& a : rest)
+    if (is_help(a)) {
+      std::cout << command->usage;
+      return 0;
+    }
   try {
-    const Args a = parse(argc, argv);
-    if (a.command == "prewarm") return prewarm(a);
-    if (a.command == "plan") return plan(a);
-    if (a.command == "dump") return dump(a);
-    if (a.command == "resources") return resources(a);
-    usage("unknown command '" + a.command + "'");
+    return command->run(rest);
+  } catch (const fa4::cli::UsageError& e) {
+    return usage_error(std::string(command->name) + ": " + e.what(), command->usage);
   } catch (const fa4::Error& e) {
-    std::cerr << "fa4rt: error (" << fa4::to_string(e.code()) << "): " << e.what() << "\n";
+    std::cerr << "fa4rt " << command->name << ": error (" << fa4::to_string(e.code()) << "): " << e.what() << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "fa4rt: error: " << e.what() << "\n";
+    std::cerr << "fa4rt " << command->name << ": error: " << e.what() << "\n";
     return 1;
   }
 }

@@ -6,14 +6,21 @@
     out = attn.run(q, k, v, causal=True)        # q [b, s_q, h_q, d], k/v [b, s_k, h_kv, d(v)]
     out, lse = attn.run(q, k, v, return_lse=True)
 
-The library is found at $FA4RT_LIB, else <repo>/build/libfa4rt.so. Only ctypes is needed to import this
-module; torch is imported where tensors are handled.
+libfa4rt is looked up (library_path()) at $FA4_LIB (or $FA4RT_LIB), then beside this package (a libfa4rt.so
+copied into it before `pip install`), then in the build/ directory of the source tree holding this package,
+then by the system loader (libfa4rt.so.0: an installed library). Only ctypes is needed to import this package
+and to use the calls without tensors (version, prewarm); run() needs PyTorch.
 """
 
 import ctypes
+import glob
 import os
 
 __all__ = ["Attention", "Fa4Error", "config", "config_for", "load_library", "library_path", "version"]
+__version__ = "0.1.0"  # the library's version (CMakeLists.txt project()); tests/python/test_package.py checks it
+
+# The shared library's SONAME: what the system loader finds once fa4rt is installed.
+_SONAME = "libfa4rt.so.0"
 
 # fa4.h error codes (FA4_ERR_*), by name, for messages and for callers that test e.code.
 ERROR_NAMES = {
@@ -81,12 +88,18 @@ class _Config(ctypes.Structure):  # fa4_config
 
 
 def library_path():
-    """$FA4RT_LIB, else build/libfa4rt.so in the repository that holds this file."""
-    explicit = os.environ.get("FA4RT_LIB")
-    if explicit:
-        return explicit
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return os.path.join(repo, "build", "libfa4rt.so")
+    """Where load_library() loads libfa4rt from: a path, or the bare SONAME for the system loader."""
+    for variable in ("FA4_LIB", "FA4RT_LIB"):
+        if os.environ.get(variable):
+            return os.environ[variable]
+    here = os.path.dirname(os.path.abspath(__file__))
+    beside = sorted(glob.glob(os.path.join(here, "libfa4rt.so*")))
+    if beside:
+        return beside[0]
+    built = os.path.join(os.path.dirname(os.path.dirname(here)), "build", "libfa4rt.so")
+    if os.path.exists(built):
+        return built
+    return _SONAME
 
 
 _lib = None
@@ -98,9 +111,15 @@ def load_library():
     if _lib is not None:
         return _lib
     path = library_path()
-    if not os.path.exists(path):
-        raise OSError("libfa4rt not found at %s (build it, or set FA4RT_LIB)" % path)
-    lib = ctypes.CDLL(path)
+    if path != _SONAME and not os.path.exists(path):
+        raise OSError("libfa4rt not found at %s (set FA4_LIB to the library's path)" % path)
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        if path != _SONAME:
+            raise
+        raise OSError("libfa4rt not found: FA4_LIB is not set, no libfa4rt.so beside the fa4rt package, no build/ "
+                      "beside its source, and the system loader has no %s (%s)" % (_SONAME, e)) from e
     handle_p = ctypes.c_void_p
     lib.fa4_create.argtypes = [ctypes.POINTER(handle_p)]
     lib.fa4_create.restype = ctypes.c_int
@@ -120,6 +139,16 @@ def load_library():
 
 def version():
     return load_library().fa4_version().decode()
+
+
+def _torch(what):
+    """PyTorch, or an ImportError that says `what` needs it (the rest of this package does not)."""
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError("fa4rt: %s needs PyTorch, which is not installed (pip install torch); version() and "
+                          "prewarm() with dtype names work without it" % what) from e
+    return torch
 
 
 def _check(rc):
@@ -147,7 +176,7 @@ def _dtype_code(dtype):
         if dtype not in _DTYPES:
             raise _invalid("dtype '%s': must be bf16 or fp16" % dtype)
         return _DTYPES[dtype]
-    import torch
+    torch = _torch("a torch dtype")
 
     if dtype == torch.bfloat16:
         return _DTYPES["bf16"]
@@ -230,7 +259,7 @@ class Attention:
         None) and returns it, or (out, lse) with lse fp32 [b, h_q, s_q] when return_lse. `stream` is a
         torch.cuda.Stream or a raw CUstream handle; default: the current torch stream of q's device."""
         handle = self._live()
-        import torch
+        torch = _torch("Attention.run")
 
         dtype = _dtype_code(q.dtype)
         for name, t in (("q", q), ("k", k), ("v", v)):

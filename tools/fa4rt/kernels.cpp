@@ -1,0 +1,225 @@
+// The fa4rt commands that compile or describe kernels: prewarm, plan, dump, resources.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "runtime/codegen.hpp"
+#include "runtime/nvrtc.hpp"
+#include "runtime/backend.hpp"
+#include "tools/fa4rt/cli.hpp"
+#include "tools/fa4rt/report.hpp"
+
+namespace fa4::cli {
+namespace {
+
+// The README's usage example: bf16, head_dim 128, causal, 32 q heads over 8 kv heads.
+KernelConfig readme_example(Backend backend, int arch) {
+  KernelConfig c;
+  c.head_dim = 128;
+  c.causal = true;
+  c.q_heads_per_kv = 4;
+  c.backend = backend;
+  c.arch = arch;
+  return c;
+}
+
+// What `prewarm` compiles for one arch, one configuration per distinct kernel: every supported configuration
+// of the backend; with the automatic backend on an sm100 arch also the portable ones (the first-use
+// self-check's reference, and what FA4_BACKEND=portable runs); and the README's example.
+std::vector<KernelConfig> prewarm_set(Backend backend, int arch, int q_heads_per_kv) {
+  std::vector<KernelConfig> candidates = supported_configs(backend, arch);
+  for (KernelConfig& c : candidates) c.q_heads_per_kv = q_heads_per_kv;  // GQA packing is part of sm100 keys
+  if (backend == Backend::automatic)
+    for (const KernelConfig& c : supported_configs(Backend::portable, arch)) candidates.push_back(c);
+  candidates.push_back(readme_example(backend, arch));
+
+  std::vector<KernelConfig> configs;
+  std::set<std::string> keys;
+  for (const KernelConfig& c : candidates)
+    if (keys.insert(detail::key_for_config(c, arch).name()).second) configs.push_back(c);
+  return configs;
+}
+
+void print_cache_line(const Options& options, const char* when) {
+  if (!options.disk_cache) {
+    std::cout << "disk cache: off (FA4_DISK_CACHE=0): kernels stay in this process's memory\n";
+    return;
+  }
+  const std::string dir = cache_directory(options);
+  std::cout << "disk cache " << when << ": " << dir << " (" << describe_size(directory_size(dir)) << ")\n";
+}
+
+}  // namespace
+
+#define FA4_TARGET_OPTIONS                                                                             \
+  "  --arch N              compute capability x10 (default: device 0's, else 100)\n"                   \
+  "  --backend B           auto (default), portable, sm100, sm100_emulated\n"
+
+const char kPrewarmUsage[] =
+    "usage: fa4rt prewarm [--arch N] [--backend B] [--qh-per-kv N]\n"
+    "\n"
+    "Compiles into the disk cache every kernel the library runs on one architecture, so that later runs load\n"
+    "instead of compiling. NVRTC only: no GPU needed. What it compiles:\n"
+    "  - every supported configuration of the backend (dtype, head dims, causal, LSE);\n"
+    "  - with the auto backend on sm_100, also the portable kernels (the sm100 kernel's first-use\n"
+    "    self-check reference, and what FA4_BACKEND=portable runs);\n"
+    "  - the README's example: bf16, head_dim 128, causal, 4 q heads per kv head.\n"
+    "It prints the cache directory and its size before and after, [i/N] as each kernel finishes, and the\n"
+    "Plan of the README's example on each backend it compiled for.\n"
+    "\n" FA4_TARGET_OPTIONS
+    "  --qh-per-kv N         q heads per kv head of every configuration (default 1; sm100 kernels pack them)\n"
+    "Environment: FA4_CACHE_DIR, FA4_DISK_CACHE, FA4_COMPILE_THREADS (README.md).\n";
+
+int prewarm(const std::vector<std::string>& args) {
+  KernelConfig target;  // arch 0: target_arch() picks
+  int q_heads_per_kv = 1;
+  Flags flags(args);
+  while (flags.next()) {
+    if (read_target_flag(flags, target)) continue;
+    if (flags.flag() == "--qh-per-kv") q_heads_per_kv = flags.q_heads_per_kv();
+    else flags.unknown();
+  }
+  const int arch = target_arch(target);
+  const std::vector<KernelConfig> configs = prewarm_set(target.backend, arch, q_heads_per_kv);
+  std::map<Backend, int> per_backend;
+  for (const KernelConfig& c : configs) per_backend[detail::key_for_config(c, arch).backend]++;
+
+  Options options = Options::from_env();
+  if (!std::getenv("FA4_LOG_LEVEL")) options.log_level = LogLevel::warn;  // the [i/N] lines replace the info log
+  Attention attention(options);
+  std::cout << "fa4rt " << version() << ": prewarming " << configs.size() << " kernels for sm_" << arch << " (";
+  for (auto it = per_backend.begin(); it != per_backend.end(); ++it)
+    std::cout << (it == per_backend.begin() ? "" : ", ") << it->second << " " << to_string(it->first);
+  std::cout << "), NVRTC " << detail::nvrtc_version() << "\n";
+  print_cache_line(options, "before");
+
+  const int width = static_cast<int>(std::to_string(configs.size()).size());
+  const auto start = std::chrono::steady_clock::now();
+  const PrewarmReport report = attention.prewarm(configs, [&](const PrewarmProgress& p) {
+    std::cout << "[" << std::setw(width) << p.done << "/" << p.total << "] "
+              << (p.failure ? "FAILED  " : p.compiled ? "compiled" : "cached  ") << " "
+              << detail::key_for_config(*p.config, arch).name() << "\n"
+              << std::flush;
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "compiled " << report.compiled << ", from cache " << report.from_cache << ", failed "
+            << report.failures.size() << " in " << std::fixed << std::setprecision(1) << seconds << " s\n";
+  for (const PrewarmFailure& f : report.failures) std::cout << "FAILED " << f.config.name() << ": " << f.message << "\n";
+  print_cache_line(options, "after");
+
+  // The README's example, planned by each backend that was compiled for, so the job shows what it built.
+  for (const auto& [backend, count] : per_backend) {
+    const Plan p = detail::make_plan(detail::key_for_config(readme_example(backend, arch), arch));
+    std::cout << "\n== Plan of the README's example (bf16, d128, causal, 4 q heads per kv head) on the " << to_string(backend)
+              << " backend ==\n"
+              << detail::plan_report(p, 1000, 1500);
+  }
+  return report.failures.empty() ? 0 : 1;
+}
+
+const char kResourcesUsage[] =
+    "usage: fa4rt resources [--arch N] [--backend B]\n"
+    "\n"
+    "Compiles every supported configuration with ptxas --verbose (nothing is cached) and prints a Markdown\n"
+    "table: compile ms, registers, spills, stack, shared memory, TMEM columns, KV stages. Exit status 1 when\n"
+    "a kernel spills or ptxas printed no report.\n"
+    "\n" FA4_TARGET_OPTIONS;
+
+int resources(const std::vector<std::string>& args) {
+  KernelConfig target;  // arch 0: target_arch() picks
+  Flags flags(args);
+  while (flags.next())
+    if (!read_target_flag(flags, target)) flags.unknown();
+  const int arch = target_arch(target);
+  std::cout << "| configuration | target | compile ms | registers | spill st/ld B | stack B | smem B | TMEM cols | KV stages |\n"
+            << "|---|---|---|---|---|---|---|---|---|\n";
+  int failures = 0;
+  for (const KernelConfig& c : supported_configs(target.backend, arch)) {
+    const KernelKey key = detail::key_for_config(c, arch);
+    const Plan p = detail::make_plan(key);
+    std::vector<std::string> options = detail::compile_options(key);
+    options.push_back("--ptxas-options=--verbose");
+    const detail::CompiledKernel k = detail::nvrtc_compile(detail::assemble_source(p), options, key.name(), "");
+    const detail::ResourceUsage r = detail::parse_ptxas_report(k.log);
+    failures += !r.found || r.spill_store_bytes || r.spill_load_bytes;
+    std::cout << "| " << key.name() << " | " << key.target() << " | " << std::fixed << std::setprecision(0) << k.milliseconds
+              << " | " << r.registers << " | " << r.spill_store_bytes << "/" << r.spill_load_bytes << " | " << r.stack_bytes
+              << " | " << p.smem_bytes << " | " << p.tmem_columns << " | " << p.kv_stages << " |\n";
+  }
+  return failures ? 1 : 0;
+}
+
+#define FA4_CONFIG_OPTIONS                                                                             \
+  FA4_TARGET_OPTIONS                                                                                   \
+  "  --dtype bf16|fp16     element type (default bf16)\n"                                              \
+  "  --d N, --dv N         head dims of Q/K and of V (default 128; --dv defaults to --d)\n"            \
+  "  --causal, --lse       causal mask (bottom-right aligned); write the log-sum-exp\n"                 \
+  "  --qh-per-kv N         q heads per kv head (GQA; default 1)\n"
+
+const char kPlanUsage[] =
+    "usage: fa4rt plan [config options] [--seqlen-q N --seqlen-k N] [--dot]\n"
+    "\n"
+    "Prints the Plan of one configuration: math contract, MMA contracts, TMEM map, warp roles, barrier\n"
+    "graph, mask block classes (for the given sequence lengths) and risks. No GPU, no compile.\n"
+    "\n" FA4_CONFIG_OPTIONS
+    "  --seqlen-q N --seqlen-k N   sequence lengths for the mask block classes\n"
+    "  --dot                 print the barrier graph in Graphviz DOT instead\n";
+
+int plan(const std::vector<std::string>& args) {
+  KernelConfig config;
+  int seqlen_q = 0, seqlen_k = 0;
+  bool dot = false;
+  Flags flags(args);
+  while (flags.next()) {
+    if (read_config_flag(flags, config)) continue;
+    if (flags.flag() == "--seqlen-q") seqlen_q = flags.number();
+    else if (flags.flag() == "--seqlen-k") seqlen_k = flags.number();
+    else if (flags.flag() == "--dot") dot = true;
+    else flags.unknown();
+  }
+  const int arch = target_arch(config);
+  const Plan p = detail::make_plan(detail::key_for_config(config, arch));
+  std::cout << (dot ? detail::barrier_dot(p) : detail::plan_report(p, seqlen_q, seqlen_k));
+  return 0;
+}
+
+const char kDumpUsage[] =
+    "usage: fa4rt dump --out DIR [config options]\n"
+    "\n"
+    "Compiles one configuration and writes DIR/<kernel>.cu (the generated source), .log (NVRTC's log) and\n"
+    ".cubin. No GPU needed; the caches are not used.\n"
+    "\n"
+    "  --out DIR             where to write (created if missing)\n" FA4_CONFIG_OPTIONS;
+
+int dump(const std::vector<std::string>& args) {
+  KernelConfig config;
+  std::string out;
+  Flags flags(args);
+  while (flags.next()) {
+    if (read_config_flag(flags, config)) continue;
+    if (flags.flag() == "--out") out = flags.value();
+    else flags.unknown();
+  }
+  if (out.empty()) throw UsageError("needs --out DIR");
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) throw Error(ErrorCode::invalid_argument, "--out " + out + ": cannot create the directory: " + ec.message());
+  const KernelKey key = detail::key_for_config(config, target_arch(config));
+  const Plan p = detail::make_plan(key);
+  const std::string source = detail::assemble_source(p);
+  const detail::CompiledKernel k = detail::nvrtc_compile(source, detail::compile_options(key), key.name(), out);
+  std::ofstream cubin(out + "/" + key.name() + ".cubin", std::ios::binary);
+  if (!cubin.write(k.cubin.data(), static_cast<std::streamsize>(k.cubin.size())))
+    throw Error(ErrorCode::invalid_argument, "--out " + out + ": cannot write the cubin");
+  std::cout << out << "/" << key.name() << ".{cu,log,cubin}: " << source.size() << " bytes of source, " << k.cubin.size()
+            << " bytes of cubin, " << std::fixed << std::setprecision(0) << k.milliseconds << " ms\n";
+  return 0;
+}
+
+}  // namespace fa4::cli
