@@ -132,7 +132,7 @@ struct Attention::Impl {
 
   explicit Impl(Options o)
       : options(std::move(o)),
-        disk(options.disk_cache ? std::optional<cache::DiskCache>(std::in_place, options.cache_dir) : std::nullopt),
+        disk(options.disk_cache ? std::optional<cache::DiskCache>(std::in_place, options) : std::nullopt),
         cache(disk ? &*disk : nullptr) {
     set_log_level(options.log_level);
     if (!options.dump_dir.empty()) {

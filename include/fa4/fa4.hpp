@@ -50,7 +50,9 @@ enum class LogLevel { trace, debug, info, warn, error, off };
 
 // Library settings. Options::from_env() reads the FA4_* environment variables (README.md).
 struct Options {
-  std::string cache_dir;          // empty: FA4_CACHE_DIR, else $XDG_CACHE_HOME/fa4rt, else ~/.cache/fa4rt
+  std::string cache_dir;          // writable cache; empty: $XDG_CACHE_HOME/fa4rt, else ~/.cache/fa4rt
+  std::vector<std::string> cache_bundles;     // read-only cache directories searched after cache_dir
+  uint64_t cache_max_bytes = uint64_t{2} << 30;  // LRU bound of cache_dir's entries; 0: unbounded
   bool disk_cache = true;
   LogLevel log_level = LogLevel::info;
   Backend backend = Backend::automatic;
