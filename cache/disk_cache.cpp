@@ -339,7 +339,9 @@ struct DiskCache::Dir {
     if (lock_fd < 0) return false;
     struct stat st {};
     bool removed = false;
-    if (::fstat(lock_fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(lock_fd, LOCK_EX | LOCK_NB) == 0)
+    // Only our own: anything else at a lock name is for lock() to report.
+    if (::fstat(lock_fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+        ::flock(lock_fd, LOCK_EX | LOCK_NB) == 0)
       removed = remove_if_same(fd, name, st);  // held, so no builder can be between open and flock on it
     ::close(lock_fd);
     return removed;
@@ -485,17 +487,22 @@ std::optional<std::vector<char>> DiskCache::load_from(const Dir& d, const CacheK
   }
 
   const std::string path = d.path + "/" + name;
+  std::string message;
   if (d.bundle || !enabled()) {  // read-only: leave it, rebuild in memory
-    report(fault, "disk cache: ignoring invalid entry " + path + " (" + problem + ") in a read-only " +
-                      (d.bundle ? "bundle" : "cache"));
+    message = "disk cache: ignoring invalid entry " + path + " (" + problem + ") in a read-only " +
+              (d.bundle ? "bundle" : "cache");
+  } else if (st.st_ino == 0 || !still_names(d.fd, name, st)) {
+    message = "disk cache: invalid entry " + path + " (" + problem + ") (already replaced)";
+  } else if (remove_if_same(d.fd, name, st)) {
+    report(fault, "disk cache: invalid entry " + path + " (" + problem + "), removed; it will be rebuilt");
     return std::nullopt;
+  } else {
+    message = "disk cache: invalid entry " + path + " (" + problem + ") (could not remove it: " + errno_text(errno) +
+              "); this kernel is rebuilt in memory";
   }
-  std::string outcome = ", removed";
-  if (st.st_ino == 0 || !still_names(d.fd, name, st))
-    outcome = " (already replaced)";
-  else if (!remove_if_same(d.fd, name, st))
-    outcome = " (could not remove it: " + errno_text(errno) + ")";
-  report(fault, "disk cache: invalid entry " + path + " (" + problem + ")" + outcome + "; it will be rebuilt");
+  // Left in place: the next lookup of this key meets it again. Once is enough.
+  std::lock_guard<std::mutex> guard(left_mutex_);
+  if (left_in_place_.insert(path + '\n' + problem).second) report(fault, message);
   return std::nullopt;
 }
 

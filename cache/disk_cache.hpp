@@ -17,9 +17,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "cache/cache_key.hpp"
@@ -179,6 +181,9 @@ class DiskCache {
   std::vector<std::unique_ptr<Dir>> dirs_;  // [0]: the writable directory, then the bundles
   std::atomic<bool> enabled_{false};        // atomic: store() may fail (and disable) on several threads
   mutable std::atomic<uint64_t> faults_[kFaultKinds] = {};
+  // Bad entries that could not be removed (bundles, read-only): reported once, not on every lookup.
+  mutable std::mutex left_mutex_;
+  mutable std::unordered_set<std::string> left_in_place_;
 };
 
 }  // namespace fa4::cache
