@@ -575,7 +575,12 @@ void DiskCache::store(const CacheKey& key, const std::vector<char>& cubin, std::
     return disable(Fault::store_failed, "cannot write " + path + ": " + errno_text(err));
   }
   ::fsync(d.fd);  // make the rename durable; a failure leaves a complete entry, so nothing to undo
-  if (settings_.max_bytes) evict(settings_.max_bytes, final_name);
+  if (settings_.max_bytes) {
+    const Removed removed = evict(settings_.max_bytes, final_name);
+    if (removed.files)
+      detail::log().info("disk cache: evicted {} least recently used entries ({} bytes) from {} to stay within {} "
+                         "bytes (FA4_CACHE_MAX_BYTES)", removed.files, removed.bytes, d.path, settings_.max_bytes);
+  }
 }
 
 DiskCache::Lock::Lock(Lock&& o) noexcept : fd_(o.fd_), dir_fd_(o.dir_fd_), name_(std::move(o.name_)) {
@@ -742,9 +747,6 @@ DiskCache::Removed DiskCache::evict(uint64_t max_bytes, const std::string& keep)
     removed.bytes += item.bytes;
     d.remove_unheld_lock(lock_name(item.name.substr(0, kKeyHexDigits)));
   }
-  if (removed.files)
-    detail::log().info("disk cache: evicted {} least recently used entries ({} bytes) from {} to stay within {} bytes",
-                       removed.files, removed.bytes, d.path, max_bytes);
   return removed;
 }
 

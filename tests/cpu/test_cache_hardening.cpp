@@ -26,11 +26,13 @@
 #include <future>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "base/log.hpp"
 #include "cache/disk_cache.hpp"
 #include "cache/kernel_cache.hpp"
+#include "fa4/fa4.hpp"
 #include "cache_fixtures.hpp"
 #include "test_util.hpp"
 
@@ -49,6 +51,20 @@ using test::WarningCounter;
 using test::write_file;
 
 const std::string kConfigName = "sm100_sm100_bf16_d128_causal";
+
+// Sets an environment variable for the scope.
+class ScopedEnvForTest {
+ public:
+  ScopedEnvForTest(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnvForTest() { old_ ? ::setenv(name_, old_->c_str(), 1) : ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 // The bytes of a valid entry for `key` holding `cubin`, as an attacker (or a corruption) would start from.
 std::vector<char> valid_entry(const CacheKey& key, const std::vector<char>& cubin) {
@@ -548,6 +564,37 @@ TEST(CacheHardening, ListShowsNamesAndVerifyFindsBadEntries) {
   EXPECT_TRUE(find(verified, good).problem.empty());
   EXPECT_NE(find(verified, bad).problem.find("checksum mismatch"), std::string::npos) << find(verified, bad).problem;
   EXPECT_EQ(find(verified, bad).name, "portable_sm90_fp16_d64");
+}
+
+// The path an engine takes: FA4_CACHE_DIR=<writable>:<bundle> with FA4_NO_JIT=1 runs from the bundle
+// (built offline by Attention::prewarm, as `fa4rt bundle` does) and writes nothing.
+TEST(CacheHardening, NoJitEngineRunsFromABundle) {
+  TempDir tmp;
+  const std::string bundle = tmp.path() + "/bundle", writable = tmp.path() + "/rw";
+  KernelConfig config;
+  config.arch = 90;
+  config.backend = Backend::portable;
+  config.head_dim = 64;
+  {
+    Options build;
+    build.cache_dir = bundle;
+    build.cache_max_bytes = 0;
+    const PrewarmReport r = Attention(build).prewarm({config});
+    ASSERT_TRUE(r.failures.empty()) << r.failures[0].message;
+    ASSERT_EQ(r.compiled, 1);
+  }
+  ASSERT_EQ(::chmod(bundle.c_str(), 0755), 0);  // as shipped
+  ScopedEnvForTest dirs("FA4_CACHE_DIR", (writable + ":" + bundle).c_str()), no_jit("FA4_NO_JIT", "1");
+  Attention engine(Options::from_env());
+  const PrewarmReport r = engine.prewarm({config});
+  EXPECT_TRUE(r.failures.empty()) << (r.failures.empty() ? "" : r.failures[0].message);
+  EXPECT_EQ(r.from_cache, 1);
+  EXPECT_TRUE(files_in(writable).empty()) << "a bundle hit is served, never copied";
+  const std::vector<EntryInfo> listed = DiskCache(engine.options()).list(true);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].directory, bundle);
+  EXPECT_EQ(listed[0].name, "portable_sm90_bf16_d64");
+  EXPECT_TRUE(listed[0].problem.empty()) << listed[0].problem;
 }
 
 // ---- The table of cache faults --------------------------------------------------------------------------

@@ -23,6 +23,7 @@
 #include "runtime/driver.hpp"
 #include "runtime/nvrtc.hpp"
 #include "runtime/planner.hpp"
+#include "tools/fa4rt/cache_command.hpp"
 #include "tools/fa4rt/report.hpp"
 
 namespace {
@@ -96,12 +97,7 @@ Args parse(int argc, char** argv) {
 
 int prewarm(const Args& a) {
   const int arch = a.config.arch;
-  std::vector<KernelConfig> configs = supported_configs(a.config.backend, arch);
-  for (KernelConfig& c : configs) c.q_heads_per_kv = a.config.q_heads_per_kv;  // GQA packing is part of sm100 keys
-  // With the automatic backend on sm_100, also build the portable kernels: they serve the head dims the
-  // sm100 kernel does not take and are its first-use self-check reference.
-  if (a.config.backend == Backend::automatic && detail::resolve_backend(Backend::automatic, arch) != Backend::portable)
-    for (const KernelConfig& c : supported_configs(Backend::portable, arch)) configs.push_back(c);
+  const std::vector<KernelConfig> configs = tool::default_configs(a.config.backend, arch, a.config.q_heads_per_kv);
   Options options = Options::from_env();
   Attention attention(options);
   std::cout << "fa4rt " << version() << ": prewarming " << configs.size() << " configurations for sm_" << arch
@@ -173,6 +169,8 @@ int dump(const Args& a) {
 
 int main(int argc, char** argv) {
   try {
+    if (argc >= 2 && std::strcmp(argv[1], "cache") == 0) return fa4::tool::cache_command(argc - 2, argv + 2);
+    if (argc >= 2 && std::strcmp(argv[1], "bundle") == 0) return fa4::tool::bundle_command(argc - 2, argv + 2);
     const Args a = parse(argc, argv);
     if (a.command == "prewarm") return prewarm(a);
     if (a.command == "plan") return plan(a);
