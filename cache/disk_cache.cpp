@@ -788,9 +788,13 @@ std::vector<EntryInfo> DiskCache::list(bool verify_checksums) const {
         file.resize(static_cast<size_t>(n));
         const uint64_t size = verify_checksums ? file.size() : info.bytes;
         info.problem = verify(*key, file, size, verify_checksums, &info.name);
-        if (!info.problem.empty()) info.problem = "corrupt: " + info.problem;
-        if (file.size() >= sizeof(EntryHeader))
-          std::memcpy(&info.created, file.data() + offsetof(EntryHeader, created), sizeof(info.created));
+        EntryHeader h{};
+        if (file.size() >= sizeof(h)) std::memcpy(&h, file.data(), sizeof(h));
+        const bool our_layout = file.size() >= sizeof(h) && std::memcmp(h.magic, kMagic, sizeof(kMagic)) == 0;
+        if (our_layout && h.schema == kSchemaVersion) info.created = h.created;
+        // An entry of an older (or newer) library: not broken, just never looked up by this version.
+        info.other_version = our_layout && h.schema != kSchemaVersion;
+        if (!info.problem.empty()) info.problem = (info.other_version ? "other version: " : "corrupt: ") + info.problem;
       }
       out.push_back(std::move(info));
     });

@@ -25,10 +25,7 @@
 #include <vector>
 
 #include "cache/cache_key.hpp"
-
-namespace fa4 {
-struct Options;
-}
+#include "fa4/fa4.hpp"
 
 namespace fa4::cache {
 
@@ -68,8 +65,8 @@ constexpr int kFaultKinds = 13;
 const char* to_string(Fault fault);
 
 struct DiskCacheSettings {
-  std::vector<std::string> bundles;           // read-only directories searched after the writable one
-  uint64_t max_bytes = uint64_t{2} << 30;     // LRU bound on the writable directory's entries; 0: none
+  std::vector<std::string> bundles;                        // read-only directories after the writable one
+  uint64_t max_bytes = Options().cache_max_bytes;          // LRU bound on the writable directory; 0: none
   uint64_t max_entry_bytes = kDefaultMaxEntryBytes;        // larger files are faults, never read
   std::chrono::milliseconds lock_timeout{30000};           // then build without the lock
   std::chrono::seconds stale_age{3600};                    // unlocked temp files older than this are removed
@@ -98,6 +95,7 @@ struct EntryInfo {
   int64_t created = 0;     // unix seconds (from the header)
   int64_t last_used = 0;   // unix seconds (the file's mtime, touched on every disk hit)
   std::string problem;     // empty when valid (the checksum is checked only when asked)
+  bool other_version = false;  // written with another entry schema: never looked up, evicted when old
 };
 
 class DiskCache {

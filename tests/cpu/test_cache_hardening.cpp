@@ -560,7 +560,17 @@ TEST(CacheHardening, ListShowsNamesAndVerifyFindsBadEntries) {
   EXPECT_TRUE(find(quick, bad).problem.empty()) << "without verify the checksum is not read";
   EXPECT_NE(find(quick, test_key("fifo")).problem.find("not_regular_file"), std::string::npos);
 
+  // An entry of another library version is told apart from a broken one.
+  std::vector<char> old_schema = read_file(disk.entry_path(good));
+  poke<uint32_t>(old_schema, offsetof(EntryHeader, schema), kSchemaVersion - 1);
+  const CacheKey old_key = test_key("old");
+  write_file(tmp.path() + "/" + old_key.hex() + ".cubin", old_schema);
+  ::chmod((tmp.path() + "/" + old_key.hex() + ".cubin").c_str(), 0600);
+  EXPECT_TRUE(find(disk.list(false), old_key).other_version);
+  EXPECT_TRUE(find(disk.list(false), bad).problem.empty()) << "without verify the checksum is not read";
+
   const std::vector<EntryInfo> verified = disk.list(true);
+  EXPECT_FALSE(find(verified, bad).other_version);
   EXPECT_TRUE(find(verified, good).problem.empty());
   EXPECT_NE(find(verified, bad).problem.find("checksum mismatch"), std::string::npos) << find(verified, bad).problem;
   EXPECT_EQ(find(verified, bad).name, "portable_sm90_fp16_d64");

@@ -80,7 +80,7 @@ int ls(const OpenedCache& c) {
     std::cout << std::left << std::setw(40) << name << std::right << std::setw(11) << human_bytes(e.bytes) << std::setw(6)
               << human_age(e.created) << std::setw(10) << human_age(e.last_used) << "  " << e.file.substr(0, 32) << "  "
               << e.directory;
-    if (!e.problem.empty()) std::cout << "  BAD: " << e.problem;
+    if (!e.problem.empty()) std::cout << (e.other_version ? "  " : "  BAD: ") << e.problem;
     std::cout << "\n";
     totals[e.directory].first++;
     totals[e.directory].second += e.bytes;
@@ -97,14 +97,19 @@ int ls(const OpenedCache& c) {
 
 int verify(const OpenedCache& c) {
   const std::vector<cache::EntryInfo> entries = c.disk.list(true);
-  size_t bad = 0;
+  size_t bad = 0, other = 0;
   for (const cache::EntryInfo& e : entries) {
     if (e.problem.empty()) continue;
+    if (e.other_version) {  // stale after an upgrade, not broken: LRU eviction takes it
+      ++other;
+      continue;
+    }
     ++bad;
     std::cout << "BAD  " << e.directory << "/" << e.file << (e.name.empty() ? "" : " (" + e.name + ")") << ": "
               << e.problem << "\n";
   }
-  std::cout << "verified " << entries.size() << " entries: " << (entries.size() - bad) << " good, " << bad << " bad\n";
+  std::cout << "verified " << entries.size() << " entries: " << (entries.size() - bad - other) << " good, " << bad
+            << " bad, " << other << " of another library version (unused; evicted as least recently used)\n";
   if (bad) std::cout << "bad entries are removed (writable directory) or skipped (bundles) when next looked up\n";
   return bad ? 1 : 0;
 }
