@@ -174,6 +174,20 @@ std::string verify(const CacheKey& key, std::vector<char>& file, uint64_t file_s
   return {};
 }
 
+// Whom the cache trusts as the owner of what it reads: the user, and for bundles also root. Empty: fine.
+std::string owner_problem(const struct stat& st, bool bundle) {
+  const uid_t me = ::geteuid();
+  if (st.st_uid == me || (bundle && st.st_uid == 0)) return {};
+  return "owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " + std::to_string(me) +
+         (bundle ? ") or root" : ")");
+}
+
+// Another user could replace what it holds. Empty: fine.
+std::string mode_problem(const struct stat& st) {
+  if (!(st.st_mode & (S_IWGRP | S_IWOTH))) return {};
+  return "writable by group or others (mode " + octal_mode(st.st_mode) + ")";
+}
+
 // A directory that is safe to take cubins from: a real directory (not a link), owned by us (bundles:
 // or by root), not writable by group or others, and no world-writable parent without the sticky bit
 // (anyone could rename it away and put their own in its place). Returns the descriptor, or -1 with
@@ -199,12 +213,8 @@ int open_safe_directory(const std::string& path, bool bundle, Fault* fault, std:
     return -1;
   };
   if (::fstat(fd, &st) != 0) return refuse("fstat: " + errno_text(errno));
-  const uid_t me = ::geteuid();
-  if (st.st_uid != me && !(bundle && st.st_uid == 0))
-    return refuse("owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " + std::to_string(me) +
-                  (bundle ? ") or root" : ")"));
-  if (st.st_mode & (S_IWGRP | S_IWOTH))
-    return refuse("writable by group or others (mode " + octal_mode(st.st_mode) + "; chmod go-w " + path + ")");
+  if (std::string why = owner_problem(st, bundle); !why.empty()) return refuse(why);
+  if (std::string why = mode_problem(st); !why.empty()) return refuse(why + "; chmod go-w " + path + " if you trust it");
   char real[PATH_MAX];
   if (::realpath(path.c_str(), real)) {
     std::string parent = real;
@@ -284,18 +294,17 @@ struct DiskCache::Dir {
 
   // The checks every file passes on its opened descriptor before a byte is read. Empty: fine.
   std::string check(const struct stat& st, uint64_t max_bytes, Fault* fault) const {
-    const uid_t me = ::geteuid();
     if (!S_ISREG(st.st_mode)) {
       *fault = S_ISLNK(st.st_mode) ? Fault::symlink : Fault::not_regular_file;
       return "is " + file_kind(st.st_mode) + (S_ISLNK(st.st_mode) ? " (never followed)" : "");
     }
-    if (st.st_uid != me && !(bundle && st.st_uid == 0)) {
+    if (std::string why = owner_problem(st, bundle); !why.empty()) {
       *fault = Fault::foreign_owner;
-      return "owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " + std::to_string(me) + ")";
+      return why;
     }
-    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    if (std::string why = mode_problem(st); !why.empty()) {
       *fault = Fault::unsafe_mode;
-      return "writable by group or others (mode " + octal_mode(st.st_mode) + ")";
+      return why;
     }
     if (static_cast<uint64_t>(st.st_size) > max_bytes) {
       *fault = Fault::too_large;
@@ -342,7 +351,7 @@ struct DiskCache::Dir {
     // Only our own: anything else at a lock name is for lock() to report.
     if (::fstat(lock_fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
         ::flock(lock_fd, LOCK_EX | LOCK_NB) == 0)
-      removed = remove_if_same(fd, name, st);  // held, so no builder can be between open and flock on it
+      removed = remove_if_same(fd, name, st);  // a builder that opened it meanwhile sees it gone and reopens
     ::close(lock_fd);
     return removed;
   }
@@ -406,6 +415,7 @@ const std::string& DiskCache::directory() const { return dirs_[0]->path; }
 std::string DiskCache::entry_path(const CacheKey& key) const { return directory() + "/" + entry_name(key); }
 
 std::vector<DirectoryInfo> DiskCache::directories() const {
+  std::lock_guard<std::mutex> guard(mutex_);  // disable() may be setting the writable one's problem
   std::vector<DirectoryInfo> out;
   for (const auto& d : dirs_) {
     DirectoryInfo info;
@@ -434,11 +444,13 @@ void DiskCache::report(Fault fault, const std::string& message) const {
 }
 
 void DiskCache::disable(Fault fault, const std::string& why) {
-  dirs_[0]->problem = why;
-  if (enabled_.exchange(false))  // only the first failure warns
+  if (enabled_.exchange(false)) {  // only the first failure warns
+    std::lock_guard<std::mutex> guard(mutex_);
+    dirs_[0]->problem = why;
     report(fault, "disk cache disabled, kernels are cached in memory only: " + why);
-  else
+  } else {
     faults_[static_cast<int>(fault)]++;
+  }
 }
 
 std::optional<std::vector<char>> DiskCache::load(const CacheKey& key) const {
@@ -501,7 +513,7 @@ std::optional<std::vector<char>> DiskCache::load_from(const Dir& d, const CacheK
               "); this kernel is rebuilt in memory";
   }
   // Left in place: the next lookup of this key meets it again. Once is enough.
-  std::lock_guard<std::mutex> guard(left_mutex_);
+  std::lock_guard<std::mutex> guard(mutex_);
   if (left_in_place_.insert(path + '\n' + problem).second) report(fault, message);
   return std::nullopt;
 }

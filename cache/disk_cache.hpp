@@ -179,8 +179,8 @@ class DiskCache {
   std::vector<std::unique_ptr<Dir>> dirs_;  // [0]: the writable directory, then the bundles
   std::atomic<bool> enabled_{false};        // atomic: store() may fail (and disable) on several threads
   mutable std::atomic<uint64_t> faults_[kFaultKinds] = {};
+  mutable std::mutex mutex_;  // guards left_in_place_ and dirs_[0]->problem (which disable() sets)
   // Bad entries that could not be removed (bundles, read-only): reported once, not on every lookup.
-  mutable std::mutex left_mutex_;
   mutable std::unordered_set<std::string> left_in_place_;
 };
 
