@@ -17,7 +17,8 @@
 #include "runtime/codegen.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/nvrtc.hpp"
-#include "runtime/planner.hpp"
+#include "runtime/backend.hpp"
+#include "runtime/launch.hpp"
 #include "runtime/problem.hpp"
 
 namespace {
@@ -52,7 +53,7 @@ class BareKernel {
       args_.tmem_scratch = reinterpret_cast<void*>(scratch_);
       args_.tmem_scratch_bytes = bytes;
     }
-    const int maps = detail::tma_descriptors(plan_, problem, maps_);
+    const int maps = detail::backend_of(plan_.key.backend).tma_descriptors(plan_, problem, maps_);
     params_[0] = &args_;
     for (int i = 0; i < maps; ++i) params_[1 + i] = &maps_[i];
 

@@ -105,7 +105,7 @@ def load_library():
     lib.fa4_create.argtypes = [ctypes.POINTER(handle_p)]
     lib.fa4_create.restype = ctypes.c_int
     lib.fa4_destroy.argtypes = [handle_p]
-    lib.fa4_destroy.restype = None
+    lib.fa4_destroy.restype = ctypes.c_int
     lib.fa4_run.argtypes = [handle_p, ctypes.POINTER(_Params), ctypes.c_void_p]
     lib.fa4_run.restype = ctypes.c_int
     lib.fa4_prewarm.argtypes = [handle_p, ctypes.POINTER(_Config), ctypes.c_int32, ctypes.POINTER(ctypes.c_int32)]
@@ -130,6 +130,15 @@ def _check(rc):
 
 def _invalid(message):
     return Fa4Error(ERR_INVALID_ARGUMENT, message)
+
+
+def _int32(name, value):
+    """A Python int for an int32_t field: ctypes would silently wrap 2**32 + 1 to 1."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _invalid("%s: must be an int, got %r" % (name, value))
+    if not -2**31 <= value < 2**31:
+        raise _invalid("%s: must fit in 32 bits, got %d" % (name, value))
+    return value
 
 
 def _dtype_code(dtype):
@@ -177,12 +186,21 @@ class Attention:
         self._handle = handle
 
     def close(self):
-        if getattr(self, "_handle", None):
-            self._lib.fa4_destroy(self._handle)
-            self._handle = None
+        """Releases the handle; closing twice is a no-op. Calls on a closed object raise Fa4Error."""
+        handle, self._handle = getattr(self, "_handle", None), None
+        if handle:
+            _check(self._lib.fa4_destroy(handle))
+
+    def _live(self):
+        if not getattr(self, "_handle", None):
+            raise _invalid("handle: this fa4rt.Attention is closed (close() or its with-block ended)")
+        return self._handle
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:  # never raise from a finaliser (e.g. at interpreter exit)
+            pass
 
     def __enter__(self):
         return self
@@ -192,23 +210,26 @@ class Attention:
 
     def prewarm(self, configs):
         """Compiles the configurations (dicts from config() / config_for()); raises Fa4Error if any fails."""
+        handle = self._live()
         array = (_Config * len(configs))()
-        for slot, c in zip(array, configs):
+        for i, (slot, c) in enumerate(zip(array, configs)):
+            field = "configs[%d]." % i
             slot.dtype = _dtype_code(c["dtype"])
-            slot.head_dim = c["head_dim"]
-            slot.head_dim_v = c.get("head_dim_v", 0)
+            slot.head_dim = _int32(field + "head_dim", c["head_dim"])
+            slot.head_dim_v = _int32(field + "head_dim_v", c.get("head_dim_v", 0))
             slot.causal = int(bool(c.get("causal", False)))
             slot.lse = int(bool(c.get("lse", False)))
-            slot.q_heads_per_kv = c.get("q_heads_per_kv", 1)
-            slot.arch = c.get("arch", 0)
+            slot.q_heads_per_kv = _int32(field + "q_heads_per_kv", c.get("q_heads_per_kv", 1))
+            slot.arch = _int32(field + "arch", c.get("arch", 0))
         # On failure fa4_prewarm returns the first failing configuration's code and message.
-        _check(self._lib.fa4_prewarm(self._handle, array, len(configs), None))
+        _check(self._lib.fa4_prewarm(handle, array, len(configs), None))
 
     def run(self, q, k, v, out=None, causal=False, softmax_scale=None, return_lse=False, stream=None):
         """Attention of q [b, s_q, h_q, d] over k [b, s_k, h_kv, d], v [b, s_k, h_kv, dv] (CUDA tensors,
         bf16 or fp16, last dim contiguous). Causal is bottom-right aligned. Writes `out` (allocated when
         None) and returns it, or (out, lse) with lse fp32 [b, h_q, s_q] when return_lse. `stream` is a
         torch.cuda.Stream or a raw CUstream handle; default: the current torch stream of q's device."""
+        handle = self._live()
         import torch
 
         dtype = _dtype_code(q.dtype)
@@ -249,7 +270,7 @@ class Attention:
 
         if stream is None:
             stream = torch.cuda.current_stream(q.device)
-        handle = stream.cuda_stream if hasattr(stream, "cuda_stream") else int(stream)
+        stream_handle = stream.cuda_stream if hasattr(stream, "cuda_stream") else int(stream)
         with torch.cuda.device(q.device):  # the library launches in the current context
-            _check(self._lib.fa4_run(self._handle, ctypes.byref(p), ctypes.c_void_p(handle)))
+            _check(self._lib.fa4_run(handle, ctypes.byref(p), ctypes.c_void_p(stream_handle)))
         return (out, lse) if return_lse else out

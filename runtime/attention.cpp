@@ -2,21 +2,29 @@
 //   params --validate--> Problem --select--> KernelKey --plan--> Plan --codegen--> source --hash--> cache
 //   --> cubin --load per context--> CUfunction;  Problem + Plan --> args, TMA maps, launch shape --> launch.
 // run() on a hit: validate, one shared-lock map lookup, argument assembly, cuLaunchKernelEx.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
 
+#include <set>
+
+#include "base/log.hpp"
 #include "cache/kernel_cache.hpp"
 #include "fa4/fa4.hpp"
+#include "runtime/backend.hpp"
 #include "runtime/codegen.hpp"
 #include "runtime/driver.hpp"
-#include "base/log.hpp"
+#include "runtime/launch.hpp"
 #include "runtime/nvrtc.hpp"
-#include "runtime/planner.hpp"
 #include "runtime/self_check.hpp"
 
 namespace fa4 {
@@ -27,9 +35,10 @@ namespace {
 struct KeyHash {
   size_t operator()(const KernelKey& k) const {
     size_t h = static_cast<size_t>(k.backend);
-    for (long long v : {static_cast<long long>(k.arch), static_cast<long long>(k.dtype), static_cast<long long>(k.head_dim),
-                        static_cast<long long>(k.head_dim_v), static_cast<long long>(k.causal), static_cast<long long>(k.lse),
-                        static_cast<long long>(k.gqa_pack), static_cast<long long>(k.fault)})
+    for (long long v : {static_cast<long long>(k.arch), static_cast<long long>(k.variant), static_cast<long long>(k.dtype),
+                        static_cast<long long>(k.head_dim), static_cast<long long>(k.head_dim_v),
+                        static_cast<long long>(k.causal), static_cast<long long>(k.lse), static_cast<long long>(k.gqa_pack),
+                        static_cast<long long>(k.fault), static_cast<long long>(k.emulation)})
       h = h * 1000003u ^ static_cast<size_t>(v);
     return h;
   }
@@ -81,31 +90,48 @@ struct ContextState {
   std::vector<CUdeviceptr> retired;
 };
 
-DeviceInfo read_device_info() {
-  const DriverApi& d = driver();
-  CUdevice dev = 0;
-  check_cu(d.cuCtxGetDevice(&dev), "cuCtxGetDevice");
-  auto attr = [&](CUdevice_attribute a) {
-    int v = 0;
-    check_cu(d.cuDeviceGetAttribute(&v, a, dev), "cuDeviceGetAttribute");
-    return v;
-  };
-  DeviceInfo info;
-  info.arch = device_arch(dev);
-  info.sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
-  info.smem_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-  return info;
+// Throws Error(unsupported) when kernels of `backend` cannot run on a device of `arch`.
+void check_runnable(Backend backend, int arch) {
+  const std::string why = backend_of(backend).cannot_run_on(arch);
+  if (!why.empty()) throw Error(ErrorCode::unsupported, "backend " + std::string(to_string(backend)) + ": " + why);
 }
 
-// Whether kernels of `backend` can run on a device of `arch`.
-void check_runnable(Backend backend, int arch) {
-  if (backend == Backend::sm100 && arch != 100 && arch != 103)
-    throw Error(ErrorCode::unsupported, "backend sm100: needs an sm_100/sm_103 device, this one is sm_" + std::to_string(arch) +
-                                            " (use sm100_emulated on sm_90, or portable)");
-  if (backend == Backend::sm100_emulated && arch != 90)
-    throw Error(ErrorCode::unsupported, "backend sm100_emulated: runs only on sm_90 devices, this one is sm_" + std::to_string(arch));
-  if (backend == Backend::portable && arch < 80)
-    throw Error(ErrorCode::unsupported, "backend portable: needs sm_80 or newer, this device is sm_" + std::to_string(arch));
+[[noreturn]] void bad_option(const std::string& field, const std::string& rule) {
+  throw Error(ErrorCode::invalid_argument, field + ": " + rule);
+}
+
+template <class Enum>
+void check_enum(const char* field, Enum value, Enum last) {
+  const int v = static_cast<int>(value);
+  if (v < 0 || v > static_cast<int>(last))
+    bad_option(field, "must be a value of its enum (0.." + std::to_string(static_cast<int>(last)) + "), got " + std::to_string(v));
+}
+
+// The dump directory must exist and take new files: dumps are written during compiles, where a failure
+// would go unnoticed. A probe file, not access(W_OK): root passes access() on read-only directories.
+void check_dump_dir(const std::string& dir) {
+  const std::string field = "dump_dir (FA4_DUMP_DIR)";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) bad_option(field, "cannot create '" + dir + "': " + ec.message());
+  if (!std::filesystem::is_directory(dir, ec)) bad_option(field, "'" + dir + "' is not a directory");
+  const std::string probe = dir + "/.fa4rt-write-probe-" + std::to_string(getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) bad_option(field, "cannot write in '" + dir + "': " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+// Options rules, checked before the constructor creates anything (the disk cache directory included).
+Options checked(Options o) {
+  check_enum("log_level", o.log_level, LogLevel::off);
+  check_enum("backend", o.backend, Backend::sm100_emulated);
+  check_enum("debug_fault", o.debug_fault, DebugFault::wrong_gqa_map);
+  if (o.max_compile_threads < 0 || o.max_compile_threads > kMaxCompileThreads)
+    bad_option("max_compile_threads (FA4_COMPILE_THREADS)", "must be in [0, " + std::to_string(kMaxCompileThreads) +
+                                                                "] (0: cores, at most 8), got " + std::to_string(o.max_compile_threads));
+  if (!o.dump_dir.empty()) check_dump_dir(o.dump_dir);
+  return o;
 }
 
 bool capturing(CUstream stream) {
@@ -124,21 +150,21 @@ struct Attention::Impl {
   std::optional<cache::DiskCache> disk;  // absent when the disk cache is off
   cache::KernelCache cache;
 
-  mutable std::shared_mutex mutex;  // guards the three maps below (never held while compiling)
+  // Lifetime: contexts, their loaded modules and the emulation's per-stream scratch are kept until this
+  // Attention is destroyed (a destroyed context's entries are then released with errors ignored). An engine
+  // that destroys contexts or streams for good should destroy its Attention with them.
+  mutable std::shared_mutex mutex;  // guards the maps below (never held while compiling)
   std::unordered_map<KernelKey, std::shared_ptr<const Built>, KeyHash> built;
   std::unordered_map<ContextKernel, std::unique_ptr<Loaded>, ContextKernelHash> loaded;
   std::unordered_map<unsigned long long, std::unique_ptr<ContextState>> contexts;
   std::mutex load_mutex;  // serialises module loads and self-checks (cheap next to compiling)
+  std::set<std::string> logged;  // one-time log lines already written (guarded by load_mutex)
 
   explicit Impl(Options o)
-      : options(std::move(o)),
+      : options(checked(std::move(o))),
         disk(options.disk_cache ? std::optional<cache::DiskCache>(std::in_place, options) : std::nullopt),
         cache(disk ? &*disk : nullptr) {
     set_log_level(options.log_level);
-    if (!options.dump_dir.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(options.dump_dir, ec);
-    }
   }
 
   ~Impl() {
@@ -149,15 +175,9 @@ struct Attention::Impl {
     }
   }
 
-  const std::string& nvrtc_version_cached() {
-    static const std::string v = nvrtc_version();
-    return v;
-  }
-
   // The cache key of a generated source: XXH3-128 of everything that determines the cubin.
   cache::CacheKey cache_key(const KernelKey& key, const std::string& source, const std::vector<std::string>& compile) {
-    const std::string target = key.target();
-    return cache::make_cache_key({source, &compile, nvrtc_version_cached(), target, version()});
+    return cache::make_cache_key({source, &compile, nvrtc_version(), key.target(), version()});
   }
 
   // Key -> Plan -> source -> cubin (memory, disk or NVRTC). Counts the origin when asked.
@@ -191,7 +211,9 @@ struct Attention::Impl {
     }
     auto state = std::make_unique<ContextState>();
     state->id = id;
-    state->device = read_device_info();
+    CUdevice dev = 0;
+    check_cu(driver().cuCtxGetDevice(&dev), "cuCtxGetDevice");
+    state->device = read_device_info(dev);
     std::unique_lock lock(mutex);
     return *contexts.emplace(id, std::move(state)).first->second;
   }
@@ -202,38 +224,65 @@ struct Attention::Impl {
     return it == loaded.end() ? nullptr : it->second.get();
   }
 
-  // The slow path of run() and the loading step of prewarm: build, load into `ctx`, self-check.
-  const Loaded& load(ContextState& ctx, const KernelKey& key) {
+  void log_once(const std::string& line, bool error = false) {  // caller holds load_mutex
+    if (!logged.insert(line).second) return;
+    if (error) log().error("{}", line);
+    else log().info("{}", line);
+  }
+
+  // The slow path of run() and the loading step of prewarm: build, load into the context and, for a fast
+  // kernel, check it on first use. A kernel that cannot load or fails its check is replaced, loudly, by the
+  // next backend's kernel for the same configuration (the portable one).
+  const Loaded& load(ContextState& ctx, const KernelKey& key, const KernelConfig& config) {
     if (const Loaded* k = find_loaded(ctx.id, key)) return *k;
     // Compile outside load_mutex, so different keys compile concurrently.
-    const bool check = key.backend != Backend::portable && options.self_check;
+    std::shared_ptr<const Built> b = build(key);
+    std::lock_guard guard(load_mutex);
+    if (const Loaded* k = find_loaded(ctx.id, key)) return *k;
+    if (const std::string why = passed_over(config, ctx.device.arch); !why.empty())
+      log_once(config.name() + " on sm_" + std::to_string(ctx.device.arch) + " runs on " + to_string(key.backend) +
+               " (" + why + ")");
+    std::unique_ptr<Loaded> k;
+    std::string failure;
+    try {
+      k = load_module(ctx, key, b);
+    } catch (const Error& e) {
+      if (key.backend == Backend::portable) throw;
+      failure = std::string("cannot load: ") + e.what();
+    }
+    if (k && key.backend != Backend::portable && options.self_check) failure = first_use_check(ctx, key, *k);
+    if (!failure.empty()) {
+      const KernelKey fallback = fallback_key(key, config, ctx.device.arch);
+      log_once(key.name() + " " + failure + "; this configuration runs on " + fallback.name() + " in this context", true);
+      if (!k) k = std::make_unique<Loaded>();
+      k->fallback = &load_locked(ctx, fallback);
+    }
+    return insert(ctx, key, std::move(k));
+  }
+
+  // A portable kernel (no check), loaded under load_mutex.
+  const Loaded& load_locked(ContextState& ctx, const KernelKey& key) {
+    if (const Loaded* k = find_loaded(ctx.id, key)) return *k;
+    return insert(ctx, key, load_module(ctx, key, build(key)));
+  }
+
+  // Runs the candidate and the portable kernel on one problem in this context; empty when they agree.
+  std::string first_use_check(ContextState& ctx, const KernelKey& key, const Loaded& candidate) {
     KernelKey reference_key = key;
     reference_key.backend = Backend::portable;
     reference_key.arch = ctx.device.arch;
+    reference_key.variant = ArchVariant::generic;
     reference_key.gqa_pack = 1;
     reference_key.fault = DebugFault::none;
-    std::shared_ptr<const Built> b = build(key);
-    std::shared_ptr<const Built> reference_built = check ? build(reference_key) : nullptr;
-
-    std::lock_guard guard(load_mutex);
-    if (const Loaded* k = find_loaded(ctx.id, key)) return *k;
-    std::unique_ptr<Loaded> k = load_module(ctx, key, b);
-    if (check) {
-      const Loaded* reference = find_loaded(ctx.id, reference_key);
-      if (!reference) reference = &insert(ctx, reference_key, load_module(ctx, reference_key, reference_built));
-      CUstream check_stream = nullptr;
-      const std::string disagreement = self_check(key, [&](bool candidate, const Problem& problem, CUstream stream) {
-        check_stream = stream;
-        launch(candidate ? *k : *reference, problem, ctx, stream);
-      });
-      drop_scratch(ctx, check_stream);  // the self-check's stream is gone
-      if (!disagreement.empty()) {
-        log().error("self-check of {} against the portable kernel FAILED ({}); this configuration falls back to the "
-                    "portable kernel in this context", key.name(), disagreement);
-        k->fallback = reference;
-      }
-    }
-    return insert(ctx, key, std::move(k));
+    reference_key.emulation = Emulation::strict;
+    const Loaded& reference = load_locked(ctx, reference_key);
+    CUstream check_stream = nullptr;
+    const std::string disagreement = self_check(key, [&](bool is_candidate, const Problem& problem, CUstream stream) {
+      check_stream = stream;
+      launch(is_candidate ? candidate : reference, problem, ctx, stream);
+    });
+    drop_scratch(ctx, check_stream);  // the self-check's stream is gone
+    return disagreement.empty() ? "" : "failed its self-check against the portable kernel (" + disagreement + ")";
   }
 
   std::unique_ptr<Loaded> load_module(const ContextState& ctx, const KernelKey& key, std::shared_ptr<const Built> b) {
@@ -284,37 +333,38 @@ struct Attention::Impl {
 
   void launch(const Loaded& k, const Problem& problem, ContextState& ctx, CUstream stream) {
     const Plan& plan = k.built->plan;
-    fa4k::AttentionArgs args = make_kernel_args(problem);
-    fill_schedule(plan, problem, args);
-    const LaunchShape shape = detail::launch_shape(plan, args, ctx.device.sm_count);
+    PreparedLaunch l = prepare_launch(plan, problem, ctx.device.sm_count);
     if (plan.scratch_bytes_per_cta) {
-      const size_t ctas = size_t{shape.grid[0]} * shape.grid[1] * shape.grid[2];
-      const ContextState::Scratch& s = scratch_for(ctx, ctas * plan.scratch_bytes_per_cta, stream);
-      args.tmem_scratch = reinterpret_cast<void*>(s.ptr);
-      args.tmem_scratch_bytes = s.bytes;
+      const ContextState::Scratch& s = scratch_for(ctx, l.scratch_bytes(plan), stream);
+      l.args.tmem_scratch = reinterpret_cast<void*>(s.ptr);
+      l.args.tmem_scratch_bytes = s.bytes;
+      l.args.emulation_seed = options.emulation_seed;
     }
-    CUtensorMap maps[kMaxTmaDescriptors];
-    const int map_count = tma_descriptors(plan, problem, maps);
-    void* params[1 + kMaxTmaDescriptors] = {&args};
-    for (int i = 0; i < map_count; ++i) params[1 + i] = &maps[i];
-
-    const LaunchConfig config(shape, stream);
-    check_cu(driver().cuLaunchKernelEx(config.get(), k.function, params, nullptr), "cuLaunchKernelEx");
+    enqueue(l, plan, problem, k.function, stream);
   }
 
-  // The key of a configuration on an arch. run(), plan(), launch_shape(), prewarm() and describe() all select
-  // through here, so a warm-up and a real call cannot disagree: the configuration's backend, else the
-  // Options' backend; the Options' debug fault for sm100 keys.
-  KernelKey key_for(KernelConfig config, int arch) const {
+  // The key of a configuration on a device arch. run(), plan(), launch_shape(), prewarm() and describe() all
+  // select through here, so a warm-up and a real call cannot disagree: the configuration's backend, else the
+  // Options' backend; the Options' debug fault and emulation mode for sm100 keys.
+  KernelKey key_for(KernelConfig& config, int arch) const {
     if (config.backend == Backend::automatic) config.backend = options.backend;
     KernelKey key = key_for_config(config, arch);
     if (key.backend != Backend::portable) key.fault = options.debug_fault;
+    if (key.backend == Backend::sm100_emulated) key.emulation = options.emulation;
     return key;
   }
-  KernelKey select(const Problem& problem, int arch) const { return key_for(config_of(problem, Backend::automatic, arch), arch); }
+  KernelKey select(const Problem& problem, int arch, KernelConfig* config = nullptr) const {
+    KernelConfig c = config_of(problem, Backend::automatic, arch);
+    const KernelKey key = key_for(c, arch);
+    if (config) *config = c;
+    return key;
+  }
 
   int resolve_arch(int requested) {
     if (requested) return requested;
+    if (!driver_available())
+      throw Error(ErrorCode::invalid_argument, "arch: 0 means the current device, but the CUDA driver is not available (" +
+                                                   driver_unavailable_reason() + "); name the arch instead");
     CUcontext ctx = nullptr;
     check_cu(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
     if (!ctx) throw Error(ErrorCode::invalid_argument, "arch: 0 means the current device, but no CUDA context is current");
@@ -335,11 +385,14 @@ void Attention::run(const AttentionParams& params, CUstream stream) {
   if (!k) {
     check_supported(key);
     check_runnable(key.backend, ctx.device.arch);
+    check_index_range(make_plan(key), problem);  // before compiling; launch() checks the plan it launches again
     if (capturing(stream))
       throw Error(ErrorCode::graph_capture, key.name() + " is not loaded in this context and the stream is being captured: "
                                                          "compiling or loading a module would invalidate the capture; "
                                                          "prewarm this configuration (or run it once) before capturing");
-    k = &impl_->load(ctx, key);
+    KernelConfig config;
+    impl_->select(problem, ctx.device.arch, &config);
+    k = &impl_->load(ctx, key, config);
   }
   if (k->fallback) k = k->fallback;
   impl_->launch(*k, problem, ctx, stream);
@@ -359,24 +412,25 @@ PrewarmReport Attention::prewarm(const std::vector<KernelConfig>& configs) {
   auto worker = [&] {
     if (ctx) driver().cuCtxSetCurrent(ctx);
     for (size_t i = next++; i < configs.size(); i = next++) {
-      const KernelConfig& config = configs[i];
+      KernelConfig config = configs[i];
       try {
+        validate_config(config);
         const int arch = impl_->resolve_arch(config.arch);
         const KernelKey key = impl_->key_for(config, arch);
         cache::Origin origin = cache::Origin::memory;
         impl_->build(key, &origin);
         if (state && arch == state->device.arch) {
           check_runnable(key.backend, arch);
-          impl_->load(*state, key);
+          impl_->load(*state, key, config);
         }
         std::lock_guard guard(report_mutex);
         (origin == cache::Origin::compiled ? report.compiled : report.from_cache)++;
       } catch (const Error& e) {
         std::lock_guard guard(report_mutex);
-        report.failures.push_back({config, e.code(), e.what()});
+        report.failures.push_back({configs[i], e.code(), e.what()});
       } catch (const std::exception& e) {
         std::lock_guard guard(report_mutex);
-        report.failures.push_back({config, ErrorCode::internal, e.what()});
+        report.failures.push_back({configs[i], ErrorCode::internal, e.what()});
       }
     }
   };
@@ -401,15 +455,15 @@ LaunchShape Attention::launch_shape(const AttentionParams& params) const {
   const Problem problem = validate(params);
   ContextState& ctx = impl_->context_state(validate_on_device(nullptr));
   const Plan plan = make_plan(impl_->select(problem, ctx.device.arch));
-  fa4k::AttentionArgs args = make_kernel_args(problem);
-  fill_schedule(plan, problem, args);
-  return detail::launch_shape(plan, args, ctx.device.sm_count);
+  return prepare_launch(plan, problem, ctx.device.sm_count).shape;
 }
 
 KernelInfo Attention::describe(const KernelConfig& config) const {
+  validate_config(config);
   const int arch = impl_->resolve_arch(config.arch);
+  KernelConfig c = config;
   KernelInfo info;
-  info.key = impl_->key_for(config, arch);
+  info.key = impl_->key_for(c, arch);
   info.source = assemble_source(make_plan(info.key));
   info.compile_options = compile_options(info.key);
   info.cache_key_hex = impl_->cache_key(info.key, info.source, info.compile_options).hex();

@@ -89,6 +89,7 @@ std::string generate_preamble(const Plan& plan) {
   for (const SmemBuffer& b : plan.smem) {
     p.constant("int", "kSmem" + b.name + "Offset", b.offset);
     p.constant("int", "kSmem" + b.name + "Bytes", b.bytes);
+    if (b.stride) p.constant("int", "kSmem" + b.name + "Stride", b.stride);
   }
   p.constant("int", "kTmemColumns", plan.tmem_columns);
   for (const TmemRegion& r : plan.tmem) {

@@ -2,10 +2,13 @@
 
 #include <nvrtc.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <regex>
 
+#include "base/log.hpp"
 #include "fa4/error.hpp"
 
 namespace fa4::detail {
@@ -25,9 +28,12 @@ std::string program_log(nvrtcProgram program) {
   return log;
 }
 
+// The Attention constructor has checked the directory; a later failure (disk full, directory removed) is
+// logged, not thrown: a dump is a debugging aid and must not fail the compile.
 void dump(const std::string& dir, const std::string& file, const std::string& text) {
   if (dir.empty()) return;
-  std::ofstream(dir + "/" + file, std::ios::binary) << text;
+  std::ofstream out(dir + "/" + file, std::ios::binary);
+  if (!(out << text).flush()) log().warn("dump: could not write {}/{}: {}", dir, file, std::strerror(errno));
 }
 
 }  // namespace
@@ -83,10 +89,29 @@ ResourceUsage parse_ptxas_report(const std::string& log) {
   return r;
 }
 
+NvrtcVersion nvrtc_version_numbers() {
+  static const NvrtcVersion v = [] {
+    NvrtcVersion n;
+    check_nvrtc(nvrtcVersion(&n.major, &n.minor), "nvrtcVersion");
+    return n;
+  }();
+  return v;
+}
+
 std::string nvrtc_version() {
-  int major = 0, minor = 0;
-  check_nvrtc(nvrtcVersion(&major, &minor), "nvrtcVersion");
-  return std::to_string(major) + "." + std::to_string(minor);
+  const NvrtcVersion v = nvrtc_version_numbers();
+  return std::to_string(v.major) + "." + std::to_string(v.minor);
+}
+
+const std::vector<int>& nvrtc_supported_archs() {
+  static const std::vector<int> archs = [] {
+    int count = 0;
+    check_nvrtc(nvrtcGetNumSupportedArchs(&count), "nvrtcGetNumSupportedArchs");
+    std::vector<int> list(static_cast<size_t>(count));
+    if (count) check_nvrtc(nvrtcGetSupportedArchs(list.data()), "nvrtcGetSupportedArchs");
+    return list;
+  }();
+  return archs;
 }
 
 }  // namespace fa4::detail

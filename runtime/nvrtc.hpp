@@ -19,6 +19,13 @@ CompiledKernel nvrtc_compile(const std::string& source, const std::vector<std::s
 
 // "major.minor" of the loaded NVRTC, part of every cache key.
 std::string nvrtc_version();
+struct NvrtcVersion {
+  int major = 0, minor = 0;
+};
+NvrtcVersion nvrtc_version_numbers();
+
+// The compute capabilities (x10) the loaded NVRTC can target, ascending; read once.
+const std::vector<int>& nvrtc_supported_archs();
 
 // The kernel resources ptxas reports in the log of a compile with "--ptxas-options=--verbose".
 struct ResourceUsage {

@@ -16,13 +16,43 @@ const char* env(const char* name) {
   return v && *v ? v : nullptr;
 }
 
+[[noreturn]] void bad(const char* name, const std::string& value, const std::string& rule) {
+  throw Error(ErrorCode::invalid_argument, std::string(name) + ": " + rule + ", got '" + value + "'");
+}
+
 bool env_flag(const char* name, bool fallback) {
   const char* v = env(name);
   if (!v) return fallback;
   const std::string s = v;
   if (s == "1" || s == "true" || s == "on" || s == "yes") return true;
   if (s == "0" || s == "false" || s == "off" || s == "no") return false;
-  throw Error(ErrorCode::invalid_argument, std::string(name) + "='" + s + "': must be 0/1, true/false, on/off or yes/no");
+  bad(name, s, "must be 0/1, true/false, on/off or yes/no");
+}
+
+// Plain decimal digits only, then the range: strtol would accept " 4" and "+4" and saturate past LONG_MAX.
+int env_int(const char* name, int fallback, int min, int max) {
+  const char* v = env(name);
+  if (!v) return fallback;
+  const std::string s = v;
+  const std::string rule = "must be a decimal integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  long long n = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') bad(name, s, rule + " (digits only: no sign, spaces or other characters)");
+    n = n * 10 + (c - '0');
+    if (n > max) bad(name, s, rule);
+  }
+  if (n < min) bad(name, s, rule);
+  return static_cast<int>(n);
+}
+
+// A parser's own error, prefixed with the variable it came from.
+template <class F>
+auto parse_env(const char* name, F&& parse) {
+  try {
+    return parse();
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string(name) + ": " + e.what());
+  }
 }
 
 }  // namespace
@@ -47,23 +77,21 @@ Options Options::from_env() {
   }
   if (const char* v = env("FA4_CACHE_MAX_BYTES")) {
     const std::optional<uint64_t> bytes = cache::parse_byte_size(v);
-    if (!bytes)
-      throw Error(ErrorCode::invalid_argument, std::string("FA4_CACHE_MAX_BYTES='") + v +
-                                                   "': must be a byte count, optionally with K, M, G or T (0: unbounded)");
+    if (!bytes) bad("FA4_CACHE_MAX_BYTES", v, "must be a byte count, optionally with K, M, G or T (0: unbounded)");
     o.cache_max_bytes = *bytes;
   }
-  if (const char* v = env("FA4_LOG_LEVEL")) o.log_level = detail::parse_log_level(v);
-  if (const char* v = env("FA4_BACKEND")) o.backend = backend_from_string(v);
+  if (const char* v = env("FA4_LOG_LEVEL")) o.log_level = parse_env("FA4_LOG_LEVEL", [&] { return detail::parse_log_level(v); });
+  if (const char* v = env("FA4_BACKEND")) o.backend = parse_env("FA4_BACKEND", [&] { return backend_from_string(v); });
   o.allow_jit = !env_flag("FA4_NO_JIT", false);
   o.self_check = env_flag("FA4_SELF_CHECK", true);
-  if (const char* v = env("FA4_COMPILE_THREADS")) {
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (*end || n < 0 || n > 1024)
-      throw Error(ErrorCode::invalid_argument, std::string("FA4_COMPILE_THREADS='") + v + "': must be an integer in [0, 1024]");
-    o.max_compile_threads = static_cast<int>(n);
+  o.max_compile_threads = env_int("FA4_COMPILE_THREADS", 0, 0, kMaxCompileThreads);
+  if (const char* v = env("FA4_DUMP_DIR")) o.dump_dir = v;  // checked (created, written) by the Attention constructor
+  if (const char* v = env("FA4_EMULATION")) {
+    const std::string e = v;
+    if (e != "strict" && e != "adversarial") bad("FA4_EMULATION", e, "must be strict or adversarial");
+    o.emulation = e == "strict" ? Emulation::strict : Emulation::adversarial;
   }
-  if (const char* v = env("FA4_DUMP_DIR")) o.dump_dir = v;
+  o.emulation_seed = static_cast<unsigned>(env_int("FA4_EMULATION_SEED", 0, 0, 0x7fffffff));
   return o;
 }
 

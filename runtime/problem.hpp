@@ -17,6 +17,10 @@ struct Problem {
 // Error(invalid_argument or unsupported) naming the field and the rule.
 Problem validate(const AttentionParams& params);
 
+// The rules a prewarm/describe configuration must satisfy (dtype, backend, head dims, q_heads_per_kv,
+// arch), the same way: Error(invalid_argument or unsupported) naming the field.
+void validate_config(const KernelConfig& config);
+
 // Device-side rules: a context is current and the stream belongs to it. Returns the current context.
 CUcontext validate_on_device(CUstream stream);
 

@@ -1,22 +1,48 @@
 // Every rule an attention call must satisfy, checked before anything is launched or written.
+#include <algorithm>
+#include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "runtime/driver.hpp"
+#include "runtime/nvrtc.hpp"
 #include "runtime/problem.hpp"
 
 namespace fa4::detail {
 namespace {
 
-constexpr int64_t kMaxSeqlen = (int64_t{1} << 31) - 1;  // kernel arguments are 32-bit
+constexpr int64_t kMaxSize = (int64_t{1} << 31) - 1;  // kernel arguments are 32-bit
+constexpr float kLog2e = 1.4426950408889634f;          // make_kernel_args: scale_log2 = softmax_scale * log2(e)
 
 [[noreturn]] void fail(const std::string& field, const std::string& rule, ErrorCode code = ErrorCode::invalid_argument) {
   throw Error(code, field + ": " + rule);
 }
 
+std::string show(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", x);
+  return text;
+}
+
 void require_positive(const char* field, int64_t value) {
   if (value <= 0) fail(field, "must be > 0, got " + std::to_string(value));
+}
+
+// head_dim and head_dim_v (0 already resolved to head_dim) against the one table.
+void check_head_dims(int64_t head_dim, int64_t head_dim_v) {
+  bool head_dim_known = false;
+  std::string head_dims;  // "32, 64, ..." from the one table
+  for (const HeadDims& h : supported_head_dims()) {
+    head_dim_known |= h.head_dim == head_dim;
+    if (h.head_dim == h.head_dim_v) head_dims += (head_dims.empty() ? "" : ", ") + std::to_string(h.head_dim);
+  }
+  if (!head_dim_known)
+    fail("head_dim", "must be one of " + head_dims + ", got " + std::to_string(head_dim), ErrorCode::unsupported);
+  if (!head_dims_supported(head_dim, head_dim_v))
+    fail("head_dim_v", "must equal head_dim, or be 128 with head_dim 192, got " + std::to_string(head_dim_v) +
+                           " with head_dim " + std::to_string(head_dim), ErrorCode::unsupported);
 }
 
 // One [batch, seq, head, dim] tensor as the rules see it.
@@ -83,7 +109,14 @@ ByteRange check_tensor(const TensorView& t) {
 
 bool overlaps(ByteRange a, ByteRange b) { return a.first <= b.last && b.first <= a.last; }
 
-Strides contiguous(int64_t seq, int64_t heads, int64_t dim) { return {seq * heads * dim, heads * dim, dim}; }
+// The strides all-zero stands for. Sizes alone may reach 2^31 each, so seq * heads * dim can overflow.
+Strides contiguous(const char* field, int64_t seq, int64_t heads, int64_t dim) {
+  int64_t row = 0, batch = 0;
+  if (__builtin_mul_overflow(heads, dim, &row) || __builtin_mul_overflow(row, seq, &batch))
+    fail(field, "all-zero means contiguous, but the contiguous batch stride seq * heads * dim overflows 64 bits, got " +
+                    std::to_string(seq) + " * " + std::to_string(heads) + " * " + std::to_string(dim));
+  return {batch, row, dim};
+}
 
 bool all_zero(const Strides& s) { return s.batch == 0 && s.seq == 0 && s.head == 0; }
 
@@ -106,25 +139,22 @@ Problem validate(const AttentionParams& in) {
   if (p.head_dim_v == 0) p.head_dim_v = p.head_dim;
   for (auto [field, value] : {std::pair<const char*, int64_t>{"seqlen_q", p.seqlen_q}, {"seqlen_k", p.seqlen_k},
                               {"batch", p.batch}, {"heads_q", p.heads_q}})
-    if (value > kMaxSeqlen) fail(field, "must be below 2^31, got " + std::to_string(value));
+    if (value > kMaxSize) fail(field, "must be below 2^31, got " + std::to_string(value));
+  // Tighter, Plan-dependent limits of the kernels' 32-bit index arithmetic: check_index_range (plan.cpp).
 
-  bool head_dim_known = false;
-  std::string head_dims;  // "32, 64, ..." from the one table
-  for (const HeadDims& h : supported_head_dims()) {
-    head_dim_known |= h.head_dim == p.head_dim;
-    if (h.head_dim == h.head_dim_v) head_dims += (head_dims.empty() ? "" : ", ") + std::to_string(h.head_dim);
-  }
-  if (!head_dim_known)
-    fail("head_dim", "must be one of " + head_dims + ", got " + std::to_string(p.head_dim), ErrorCode::unsupported);
-  if (!head_dims_supported(p.head_dim, p.head_dim_v))
-    fail("head_dim_v", "must equal head_dim, or be 128 with head_dim 192, got " + std::to_string(p.head_dim_v) +
-                           " with head_dim " + std::to_string(p.head_dim), ErrorCode::unsupported);
+  check_head_dims(p.head_dim, p.head_dim_v);
   if (p.heads_q % p.heads_kv)
     fail("heads_q", "must be a multiple of heads_kv (" + std::to_string(p.heads_kv) + "), got " + std::to_string(p.heads_q));
   problem.q_heads_per_kv = static_cast<int>(p.heads_q / p.heads_kv);
 
-  if (!std::isfinite(p.softmax_scale) || p.softmax_scale < 0)
-    fail("softmax_scale", "must be finite and >= 0 (0 means 1/sqrt(head_dim))");
+  // Negative scales (and -0) are rejected: the kernels subtract the row maximum of the raw logits, which is
+  // the maximum of the scaled ones only when the scale is positive. The kernels multiply logits by
+  // softmax_scale * log2(e) in fp32, so that product must be finite too.
+  if (!std::isfinite(p.softmax_scale) || std::signbit(p.softmax_scale))
+    fail("softmax_scale", "must be finite and >= 0, and not -0 (0 means 1/sqrt(head_dim)), got " + show(p.softmax_scale));
+  if (!std::isfinite(p.softmax_scale * kLog2e))
+    fail("softmax_scale", "softmax_scale * log2(e) must be finite in fp32 (the kernels' exp2 scale), so at most " +
+                              show(FLT_MAX / kLog2e) + ", got " + show(p.softmax_scale));
   if (p.softmax_scale == 0) p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
 
   check_pointer("q", p.q, 16);
@@ -134,10 +164,10 @@ Problem validate(const AttentionParams& in) {
   if (p.return_lse && !p.lse) fail("lse", "must not be null when return_lse is set");
   if (!p.return_lse && p.lse) fail("lse", "is set but return_lse is false; set return_lse to write it");
 
-  if (all_zero(p.q_stride)) p.q_stride = contiguous(p.seqlen_q, p.heads_q, p.head_dim);
-  if (all_zero(p.k_stride)) p.k_stride = contiguous(p.seqlen_k, p.heads_kv, p.head_dim);
-  if (all_zero(p.v_stride)) p.v_stride = contiguous(p.seqlen_k, p.heads_kv, p.head_dim_v);
-  if (all_zero(p.o_stride)) p.o_stride = contiguous(p.seqlen_q, p.heads_q, p.head_dim_v);
+  if (all_zero(p.q_stride)) p.q_stride = contiguous("q_stride", p.seqlen_q, p.heads_q, p.head_dim);
+  if (all_zero(p.k_stride)) p.k_stride = contiguous("k_stride", p.seqlen_k, p.heads_kv, p.head_dim);
+  if (all_zero(p.v_stride)) p.v_stride = contiguous("v_stride", p.seqlen_k, p.heads_kv, p.head_dim_v);
+  if (all_zero(p.o_stride)) p.o_stride = contiguous("o_stride", p.seqlen_q, p.heads_q, p.head_dim_v);
 
   auto view = [](const char* name, const void* ptr, int64_t b, int64_t s, int64_t h, int64_t d, const Strides& st) {
     return TensorView{name, ptr, {b, s, h, d}, {st.batch, st.seq, st.head}};
@@ -160,6 +190,35 @@ Problem validate(const AttentionParams& in) {
       if (overlaps(lse, range)) fail("lse", std::string("must not overlap ") + name);
   }
   return problem;
+}
+
+void validate_config(const KernelConfig& c) {
+  if (c.dtype != DType::bf16 && c.dtype != DType::fp16)
+    fail("dtype", "must be bf16 or fp16, got enum value " + std::to_string(static_cast<int>(c.dtype)));
+  const int backend = static_cast<int>(c.backend);
+  if (backend < static_cast<int>(Backend::automatic) || backend > static_cast<int>(Backend::sm100_emulated))
+    fail("backend", "must be automatic, portable, sm100 or sm100_emulated, got enum value " + std::to_string(backend));
+  if (c.head_dim <= 0) fail("head_dim", "must be > 0, got " + std::to_string(c.head_dim));
+  if (c.head_dim_v < 0) fail("head_dim_v", "must be >= 0 (0 means head_dim), got " + std::to_string(c.head_dim_v));
+  check_head_dims(c.head_dim, c.head_dim_v ? c.head_dim_v : c.head_dim);
+  if (c.q_heads_per_kv < 1 || c.q_heads_per_kv > kMaxQHeadsPerKv)
+    fail("q_heads_per_kv", "must be in [1, " + std::to_string(kMaxQHeadsPerKv) + "] (heads_q / heads_kv of the runs it prepares), got " +
+                               std::to_string(c.q_heads_per_kv));
+  if (c.arch < 0)
+    fail("arch", "must be 0 (the current device) or a compute capability x10 such as 80, 90 or 100, got " + std::to_string(c.arch));
+  if (c.arch > 0 && c.arch < 80)
+    fail("arch", "must be 80 or newer (every kernel needs sm_80's mma.sync and cp.async), got " + std::to_string(c.arch),
+         ErrorCode::unsupported);
+  if (c.arch >= 80) {
+    const std::vector<int>& archs = nvrtc_supported_archs();
+    if (std::find(archs.begin(), archs.end(), c.arch) == archs.end()) {
+      std::string list;
+      for (int a : archs)
+        if (a >= 80) list += (list.empty() ? "" : ", ") + std::to_string(a);
+      fail("arch", "must be a target this NVRTC (" + nvrtc_version() + ") compiles for (" + list + "), got " + std::to_string(c.arch),
+           ErrorCode::unsupported);
+    }
+  }
 }
 
 CUcontext validate_on_device(CUstream stream) {
@@ -196,7 +255,7 @@ fa4k::AttentionArgs make_kernel_args(const Problem& problem) {
   a.heads_kv = static_cast<int>(p.heads_kv);
   a.q_heads_per_kv = problem.q_heads_per_kv;
   a.softmax_scale = p.softmax_scale;
-  a.scale_log2 = p.softmax_scale * 1.4426950408889634f;
+  a.scale_log2 = p.softmax_scale * kLog2e;
   return a;
 }
 

@@ -43,12 +43,18 @@ struct AttentionParams {
 
   DType dtype = DType::bf16;
   bool causal = false;
-  float softmax_scale = 0.f;  // 0 means 1/sqrt(head_dim)
+  // 0 means 1/sqrt(head_dim). Otherwise positive and finite with softmax_scale * log2(e) finite in fp32 (at
+  // most ~2.36e38); negative scales and -0 are rejected (the kernels subtract the raw logits' row maximum).
+  float softmax_scale = 0.f;
 };
 
 enum class LogLevel { trace, debug, info, warn, error, off };
 
-// Library settings. Options::from_env() reads the FA4_* environment variables (README.md).
+constexpr int kMaxCompileThreads = 1024;
+
+// Library settings. Options::from_env() reads the FA4_* environment variables (README.md); the Attention
+// constructor checks them (enums in range, max_compile_threads in [0, kMaxCompileThreads], dump_dir
+// creatable and writable) and throws Error(invalid_argument) naming the option.
 struct Options {
   std::string cache_dir;          // writable cache; empty: $XDG_CACHE_HOME/fa4rt, else ~/.cache/fa4rt
   std::vector<std::string> cache_bundles;     // read-only cache directories searched after cache_dir
@@ -57,23 +63,31 @@ struct Options {
   LogLevel log_level = LogLevel::info;
   Backend backend = Backend::automatic;
   bool allow_jit = true;          // false: a kernel missing from both caches is an error (no compile)
-  int max_compile_threads = 0;    // prewarm workers; 0: hardware concurrency, at most 8
+  int max_compile_threads = 0;    // prewarm workers, 0..kMaxCompileThreads; 0: hardware concurrency, at most 8
   bool self_check = true;         // sm100: compare with the portable kernel on first use of a config
-  std::string dump_dir;           // when set, generated sources and NVRTC logs are written here
+  std::string dump_dir;           // when set, generated sources and NVRTC logs are written here (created if missing)
   DebugFault debug_fault = DebugFault::none;  // tests only: compile a deliberate defect into sm100 kernels
+  Emulation emulation = Emulation::strict;    // sm100_emulated: how faithfully the emulator runs (FA4_EMULATION)
+  unsigned emulation_seed = 0;                // adversarial: 0 reverses unordered MMAs, else a seeded random order
 
   static Options from_env();
 };
 
+// The largest q_heads_per_kv a KernelConfig may name. Ratios above 128 are never packed, so any of them
+// (and any run() with such a ratio) selects the same kernel as q_heads_per_kv = 1.
+constexpr int kMaxQHeadsPerKv = 256;
+
 // A kernel configuration to compile ahead of time. It maps to exactly the KernelKey a run() with the
-// same dtype, head dims, causal flag, LSE flag and q/kv head ratio selects on `arch`.
+// same dtype, head dims, causal flag, LSE flag and q/kv head ratio selects on `arch`. prewarm (per
+// configuration) and describe reject a configuration that breaks a rule: dtype and backend in their enums,
+// supported head dims, q_heads_per_kv in [1, kMaxQHeadsPerKv], arch 0 or a target NVRTC compiles for (>= 80).
 struct KernelConfig {
   DType dtype = DType::bf16;
   int head_dim = 128;
   int head_dim_v = 0;          // 0 means head_dim
   bool causal = false;
   bool lse = false;
-  int q_heads_per_kv = 1;
+  int q_heads_per_kv = 1;      // heads_q / heads_kv, 1..kMaxQHeadsPerKv
   Backend backend = Backend::automatic;
   int arch = 0;                // compute capability x10; 0: the current device
   std::string name() const;

@@ -24,8 +24,29 @@ enum class DebugFault {
   early_normalize,   // P is divided by the partial row_sum before PV
   tmem_reuse_race,   // S/P region rewritten before its PV consumer released it
   wrong_gqa_map,     // q head h reads kv head h % heads_kv instead of h / q_heads_per_kv
+  // Ordering defects that only the adversarial emulation (Emulation::adversarial) can show:
+  assume_mma_order,  // QK(j) issued behind PV(j-1) with no wait, trusting MMAs of different shape to run in order
+  skip_wait_st,      // P is announced to the MMA warp before tcgen05.wait::st
+  skip_wait_ld,      // S registers are used before tcgen05.wait::ld
+  skip_relay_fence,  // the softmax-to-correction relay arrives without tcgen05.fence::before_thread_sync
+  // Failures of the whole kernel, for the self-check's isolation tests:
+  trap,              // every CTA traps at once
+  hang,              // one barrier is never signalled, and the watchdog is off: the kernel never ends
 };
 const char* to_string(DebugFault fault);
+
+// How the sm90a emulation of tcgen05 executes (Backend::sm100_emulated only).
+enum class Emulation {
+  strict,       // MMAs run in issue order at their commit; tcgen05.ld/st take effect at once
+  adversarial,  // the least the PTX ISA promises: unordered MMAs run in another order (reversed, or seeded
+                // random), tcgen05.st lands only at wait::st, tcgen05.ld results only at wait::ld, and a thread
+                // sync without the tcgen05 fence on either side of it traps
+};
+const char* to_string(Emulation emulation);
+
+// The PTX target variant of a compile: sm_90 (generic), sm_90a (arch-specific: that exact chip) or sm_100f
+// (family: every chip of that family, e.g. sm_100 and sm_103).
+enum class ArchVariant { generic, specific, family };
 
 // The (head_dim, head_dim_v) pairs the library takes: equal dims of 32, 64, 96, 128, 192 or 256, and
 // (192, 128). The portable kernel serves all of them; the sm100 kernel a subset (plan_sm100.cpp).
@@ -40,6 +61,7 @@ bool head_dims_supported(int64_t head_dim, int64_t head_dim_v);
 struct KernelKey {
   Backend backend = Backend::portable;
   int arch = 0;                 // compute capability x10 of the compile target: 80, 90, 100, 120, ...
+  ArchVariant variant = ArchVariant::generic;
   DType dtype = DType::bf16;
   int head_dim = 128;
   int head_dim_v = 128;
@@ -47,16 +69,19 @@ struct KernelKey {
   bool lse = false;             // the kernel writes the log-sum-exp
   int gqa_pack = 1;             // q heads packed into one tile (sm100); 1 = no packing
   DebugFault fault = DebugFault::none;
+  Emulation emulation = Emulation::strict;  // sm100_emulated only
 
-  std::string target() const;   // NVRTC target: "sm_80", "sm_90a", "sm_100a", ...
+  std::string target() const;   // NVRTC target: "sm_80", "sm_90a", "sm_100f", ...
   std::string name() const;     // stable, human-readable, e.g. "portable_sm90_bf16_d128_causal_lse"
   bool operator==(const KernelKey& other) const;
+  bool operator!=(const KernelKey& other) const { return !(*this == other); }
 };
 
 struct SmemBuffer {
   std::string name;       // identifier used in the generated preamble (kSmem<Name>Offset/Bytes)
   int offset = 0;         // bytes from the start of dynamic shared memory
   int bytes = 0;          // total size, all stages
+  int stride = 0;         // bytes from one per-tile (or per-stage) instance to the next; 0: one instance
   std::string contents;   // what lives there, for the report
 };
 

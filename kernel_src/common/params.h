@@ -26,6 +26,7 @@ struct AttentionArgs {
   int total_tiles;           // work items of the static scheduler (persistent kernels)
   void* tmem_scratch;        // sm100 emulation only: per-CTA TMEM backing store; null otherwise
   unsigned long long tmem_scratch_bytes;
+  unsigned emulation_seed;   // sm100 adversarial emulation: 0 reverses unordered MMAs, else seeds a random order
 };
 
 }  // namespace fa4k

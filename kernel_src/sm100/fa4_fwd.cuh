@@ -25,13 +25,13 @@ constexpr int kN = kTileN;                 // rows per K/V block (= QK MMA N, PV
 constexpr int kPack = kGqaPack;            // q heads per kv head packed into a tile
 constexpr Swizzle kSwizzle = swizzle_from_bytes(kTmaQSwizzle);
 constexpr int kBoxCols = kTmaQBoxCols;     // elements per TMA box row
-constexpr int kSlotBytes = kSmemKVBytes / kKvStages;
 constexpr bool kOAliasesQ = kSmemOOffset == kSmemQOffset;
 constexpr float kLn2 = 0.6931471805599453f;
 #define FA4_NEG_INF __int_as_float(0xff800000u)
 static_assert(kQTiles == 2 && kM == 128 && kN == 128, "the warp-role layout assumes 2 Q tiles of 128 x 128");
 static_assert(kD % kBoxCols == 0 && kDv % kBoxCols == 0, "head dims are whole TMA boxes");
 static_assert(kTmemO1Col + kDv <= fa4cfg::kTmemColumns, "TMEM map exceeds the allocation");
+static_assert(kTcgen05Emulated == kEmulated, "the compile target selected the other tcgen05 implementation than the Plan");
 
 enum class Fault { none, skip_rescale, early_normalize, tmem_reuse_race, wrong_gqa_map };
 constexpr Fault kFault = static_cast<Fault>(kDebugFault);
@@ -120,9 +120,9 @@ static_assert(sizeof(Barriers) <= kSmemBarsBytes, "barrier block larger than the
 
 struct Smem {
   char* base;  // 1024-B aligned (checked at kernel start)
-  __device__ char* q(int s) const { return base + kSmemQOffset + s * kM * kD * 2; }
-  __device__ char* o(int s) const { return base + kSmemOOffset + s * kM * kDv * 2; }
-  __device__ char* slot(int i) const { return base + kSmemKVOffset + i * kSlotBytes; }
+  __device__ char* q(int s) const { return base + kSmemQOffset + s * kSmemQStride; }
+  __device__ char* o(int s) const { return base + kSmemOOffset + s * kSmemOStride; }  // inside q(s) when aliased
+  __device__ char* slot(int i) const { return base + kSmemKVOffset + i * kSmemKVStride; }
   __device__ Barriers& bars() const { return *reinterpret_cast<Barriers*>(base + kSmemBarsOffset); }
   // Mailbox, per tile and row: [0] acc_scale of the block (or the final row_sum), [1] the final row max.
   __device__ float* stats(int s, int which) const {

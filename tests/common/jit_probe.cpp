@@ -5,7 +5,7 @@
 #include "runtime/codegen.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/nvrtc.hpp"
-#include "runtime/planner.hpp"
+#include "runtime/launch.hpp"
 
 namespace fa4::test {
 

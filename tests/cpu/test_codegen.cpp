@@ -7,7 +7,7 @@
 #include "fa4/fa4.hpp"
 #include "runtime/codegen.hpp"
 #include "runtime/nvrtc.hpp"
-#include "runtime/planner.hpp"
+#include "runtime/backend.hpp"
 #include "test_util.hpp"
 
 namespace fa4::detail {

@@ -1,12 +1,15 @@
 // Options from the environment, backend names, and key stability between prewarm and run.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "fa4/fa4.hpp"
 #include "cache/disk_cache.hpp"
-#include "runtime/planner.hpp"
+#include "runtime/backend.hpp"
 #include "test_util.hpp"
 
 namespace fa4 {
@@ -101,6 +104,77 @@ TEST(Options, RejectsBadValuesNamingTheVariable) {
   }
 }
 
+TEST(Options, CompileThreadsAreStrictDecimalIntegers) {
+  for (const char* good : {"0", "1", "007", "1024"}) {
+    ScopedEnv a("FA4_COMPILE_THREADS", good);
+    EXPECT_EQ(Options::from_env().max_compile_threads, std::atoi(good)) << good;
+  }
+  for (const char* bad : {" 4", "4 ", "+4", "-1", "1025", "99999999999999999999", "0x10", "4.0", "4k"}) {
+    ScopedEnv a("FA4_COMPILE_THREADS", bad);
+    try {
+      Options::from_env();
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_EQ(std::string(e.what()).rfind("FA4_COMPILE_THREADS: ", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string("got '") + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+Options memory_only() {
+  Options o;
+  o.disk_cache = false;
+  return o;
+}
+
+TEST(Options, DumpDirIsCreatedAndMustBeWritable) {
+  test::TempDir tmp;
+  Options o = memory_only();
+  o.dump_dir = tmp.path() + "/a/b";
+  EXPECT_NO_THROW(Attention{o});
+  EXPECT_TRUE(std::filesystem::is_directory(o.dump_dir));
+  EXPECT_TRUE(std::filesystem::is_empty(o.dump_dir)) << "the write probe must not stay behind";
+
+  const std::string file = tmp.path() + "/file";
+  std::ofstream(file) << "x";
+  for (const std::string& bad : {file + "/dump", file, std::string("/proc/fa4rt-dump"), std::string("/proc/self")}) {
+    o.dump_dir = bad;
+    try {
+      Attention attention(o);
+      ADD_FAILURE() << "accepted dump_dir " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_EQ(std::string(e.what()).rfind("dump_dir (FA4_DUMP_DIR): ", 0), 0u) << e.what();
+    }
+  }
+}
+
+// Root ignores directory permissions, so this one can only be shown by an unprivileged user.
+TEST(Options, DumpDirReadOnlyDirectory) {
+  if (geteuid() == 0) GTEST_SKIP() << "SKIPPED: root can write in read-only directories";
+  test::TempDir tmp;
+  const std::string dir = tmp.path() + "/ro";
+  std::filesystem::create_directory(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  Options o = memory_only();
+  o.dump_dir = dir;
+  EXPECT_THROW(Attention{o}, Error);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
+}
+
+TEST(Options, ConstructorRejectsOutOfRangeOptions) {
+  Options o = memory_only();
+  o.max_compile_threads = -1;
+  EXPECT_THROW(Attention{o}, Error);
+  o = memory_only();
+  o.backend = static_cast<Backend>(17);
+  EXPECT_THROW(Attention{o}, Error);
+  o = memory_only();
+  o.max_compile_threads = kMaxCompileThreads;
+  EXPECT_NO_THROW(Attention{o});
+}
+
 TEST(Selection, PrewarmAndRunMapToTheSameKey) {
   AttentionParams p;
   p.q = p.k = p.v = reinterpret_cast<const void*>(0x10000000);
@@ -121,16 +195,9 @@ TEST(Selection, PrewarmAndRunMapToTheSameKey) {
     c.head_dim = 128;
     c.causal = true;
     c.q_heads_per_kv = 4;
-    EXPECT_EQ(detail::select_key(problem, Backend::automatic, arch), detail::key_for_config(c, arch)) << arch;
+    EXPECT_EQ(detail::key_for_config(detail::config_of(problem, Backend::automatic, arch), arch),
+              detail::key_for_config(c, arch)) << arch;
   }
-}
-
-TEST(Selection, AutomaticBackendFollowsTheArch) {
-  EXPECT_EQ(detail::resolve_backend(Backend::automatic, 90), Backend::portable);
-  EXPECT_EQ(detail::resolve_backend(Backend::automatic, 80), Backend::portable);
-  EXPECT_EQ(detail::resolve_backend(Backend::automatic, 120), Backend::portable);
-  EXPECT_EQ(detail::resolve_backend(Backend::automatic, 100), Backend::sm100);
-  EXPECT_EQ(detail::resolve_backend(Backend::portable, 100), Backend::portable);
 }
 
 TEST(Selection, KeyNamesAndTargetsDistinguishBackends) {
@@ -139,7 +206,7 @@ TEST(Selection, KeyNamesAndTargetsDistinguishBackends) {
   const KernelKey real = detail::key_for_config(c, 100);
   c.backend = Backend::sm100_emulated;
   const KernelKey emulated = detail::key_for_config(c, 90);
-  EXPECT_EQ(real.target(), "sm_100a");
+  EXPECT_EQ(real.target(), detail::nvrtc_has_family_targets() ? "sm_100f" : "sm_100a");
   EXPECT_EQ(emulated.target(), "sm_90a");
   EXPECT_FALSE(real == emulated);
   EXPECT_NE(real.name(), emulated.name());

@@ -12,7 +12,7 @@
 #include "test_util.hpp"
 #include "runtime/codegen.hpp"
 #include "runtime/nvrtc.hpp"
-#include "runtime/planner.hpp"
+#include "runtime/backend.hpp"
 
 namespace fa4::detail {
 namespace {

@@ -6,7 +6,8 @@
 
 #include "fa4/fa4.hpp"
 #include "runtime/codegen.hpp"
-#include "runtime/planner.hpp"
+#include "runtime/backend.hpp"
+#include "runtime/launch.hpp"
 
 namespace fa4::detail {
 namespace {
@@ -142,9 +143,9 @@ TEST(PortablePlan, RejectsWhatTheKernelCannotRunWithAReason) {
   for (const Bad& b : bad) {
     SCOPED_TRACE(b.key.name());
     std::string why;
-    EXPECT_FALSE(portable_supports(b.key, &why));
+    EXPECT_FALSE(portable_backend().supports(b.key, &why));
     EXPECT_NE(why.find(b.reason), std::string::npos) << why;
-    EXPECT_FALSE(portable_supports(b.key, nullptr));  // no crash without a reason pointer
+    EXPECT_FALSE(portable_backend().supports(b.key, nullptr));  // no crash without a reason pointer
     try {
       make_plan(b.key);
       ADD_FAILURE() << "make_plan accepted an unsupported key";
@@ -154,8 +155,8 @@ TEST(PortablePlan, RejectsWhatTheKernelCannotRunWithAReason) {
     }
   }
   std::string why;
-  EXPECT_TRUE(portable_supports(portable_key(192, 128), &why)) << why;
-  EXPECT_TRUE(portable_supports(portable_key(32, 32, 120), &why)) << why;
+  EXPECT_TRUE(portable_backend().supports(portable_key(192, 128), &why)) << why;
+  EXPECT_TRUE(portable_backend().supports(portable_key(32, 32, 120), &why)) << why;
 }
 
 TEST(PortablePlan, LaunchShapeCoversEveryTileOnce) {

@@ -3,6 +3,10 @@
 
 #include <cmath>
 
+#include <cfloat>
+
+#include "runtime/backend.hpp"
+#include "runtime/launch.hpp"
 #include "runtime/problem.hpp"
 
 namespace fa4::detail {
@@ -180,6 +184,120 @@ TEST(Validate, BadSoftmaxScale) {
     AttentionParams p = valid_params();
     p.softmax_scale = scale;
     expect_error(p, ErrorCode::invalid_argument, "softmax_scale", "finite and >= 0");
+  }
+}
+
+TEST(Validate, SoftmaxScaleLimits) {
+  for (float scale : {-0.0f, 3e38f, FLT_MAX}) {
+    AttentionParams p = valid_params();
+    p.softmax_scale = scale;
+    expect_error(p, ErrorCode::invalid_argument, "softmax_scale", "got");
+  }
+  AttentionParams p = valid_params();
+  p.softmax_scale = FLT_MAX / 1.4426950408889634f * 0.999f;  // the largest scales whose log2(e) product is finite
+  EXPECT_TRUE(std::isfinite(make_kernel_args(validate(p)).scale_log2));
+  p.softmax_scale = 1e-30f;
+  EXPECT_NO_THROW(validate(p));
+  p.softmax_scale = 0.0f;
+  EXPECT_FLOAT_EQ(validate(p).params.softmax_scale, 1.0f / std::sqrt(128.0f));
+}
+
+TEST(Validate, ContiguousStridesThatOverflow) {
+  AttentionParams p = valid_params();
+  p.seqlen_q = (int64_t{1} << 31) - 1;
+  p.heads_q = p.heads_kv = (int64_t{1} << 31) - 1;
+  expect_error(p, ErrorCode::invalid_argument, "q_stride", "overflows 64 bits");
+}
+
+// check_index_range: each 32-bit limit is exact for the plan it is checked against (the largest value
+// passes, one more fails), for both kernels and with GQA packing.
+struct Scenario {
+  Backend backend;
+  int arch;
+  int64_t heads_q, heads_kv, head_dim;
+};
+
+Plan plan_for(const Scenario& s, const Problem& problem) { return make_plan(key_for_config(config_of(problem, s.backend, s.arch), s.arch)); }
+
+AttentionParams big_params(const Scenario& s) {
+  AttentionParams p = valid_params();
+  p.q = reinterpret_cast<const void*>(uintptr_t{1} << 50);  // far apart: tensors of 2^31 tokens do not overlap
+  p.k = reinterpret_cast<const void*>(uintptr_t{2} << 50);
+  p.v = reinterpret_cast<const void*>(uintptr_t{3} << 50);
+  p.o = reinterpret_cast<void*>(uintptr_t{4} << 50);
+  p.batch = 1;
+  p.heads_q = s.heads_q;
+  p.heads_kv = s.heads_kv;
+  p.head_dim = s.head_dim;
+  return p;
+}
+
+bool schedules(const Scenario& s, const AttentionParams& p) {
+  const Problem problem = validate(p);
+  fa4k::AttentionArgs args{};
+  try {
+    fill_schedule(plan_for(s, problem), problem, args);
+    return true;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+    return false;
+  }
+}
+
+TEST(Validate, IndexLimitsAreExact) {
+  constexpr int64_t kIntMax = 0x7fffffff;
+  for (const Scenario& s : {Scenario{Backend::portable, 90, 8, 2, 128}, Scenario{Backend::portable, 80, 4, 4, 64},
+                            Scenario{Backend::sm100, 100, 8, 8, 128}, Scenario{Backend::sm100, 100, 8, 2, 128},
+                            Scenario{Backend::sm100_emulated, 90, 128, 1, 64}}) {
+    AttentionParams p = big_params(s);
+    const Problem small = validate(p);
+    const Plan plan = plan_for(s, small);
+    SCOPED_TRACE(plan.key.name());
+    const int64_t pack = plan.key.gqa_pack, rows_per_cta = int64_t{plan.tile_m} * plan.q_tiles;
+
+    p.seqlen_k = kIntMax - plan.tile_n + 1;  // key blocks: seqlen_k + tile_n - 1 <= INT_MAX
+    EXPECT_TRUE(schedules(s, p));
+    p.seqlen_k += 1;
+    EXPECT_FALSE(schedules(s, p));
+
+    p = big_params(s);
+    p.seqlen_q = kIntMax / rows_per_cta * rows_per_cta / pack;  // packed rows rounded up to CTAs <= INT_MAX
+    EXPECT_TRUE(schedules(s, p));
+    p.seqlen_q += 1;
+    EXPECT_FALSE(schedules(s, p));
+
+    p = big_params(s);  // causal: the last padded row's limit
+    p.causal = true;
+    p.seqlen_q = 1;  // one token, a whole CTA of padding rows
+    const int64_t last_row = (pack + rows_per_cta - 1) / rows_per_cta * rows_per_cta - 1;
+    p.seqlen_k = s.backend == Backend::portable ? kIntMax - last_row + 1 : kIntMax - last_row / pack;
+    p.seqlen_k = std::min(p.seqlen_k, kIntMax - plan.tile_n + 1);
+    EXPECT_TRUE(schedules(s, p));
+    if (p.seqlen_k < kIntMax - plan.tile_n + 1) {
+      p.seqlen_k += 1;
+      EXPECT_FALSE(schedules(s, p));
+    }
+  }
+}
+
+TEST(Validate, KernelConfigRules) {
+  KernelConfig c;
+  c.arch = 90;
+  EXPECT_NO_THROW(validate_config(c));
+  c.q_heads_per_kv = kMaxQHeadsPerKv;
+  EXPECT_NO_THROW(validate_config(c));
+  c.q_heads_per_kv = 0;
+  EXPECT_THROW(validate_config(c), Error);
+  c.q_heads_per_kv = 1;
+  c.arch = 0;  // the current device, resolved later
+  EXPECT_NO_THROW(validate_config(c));
+  c.arch = 75;
+  try {
+    validate_config(c);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported);
+    EXPECT_EQ(std::string(e.what()).rfind("arch: ", 0), 0u) << e.what();
   }
 }
 

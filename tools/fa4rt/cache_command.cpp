@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "cache/disk_cache.hpp"
-#include "runtime/planner.hpp"
+#include "runtime/backend.hpp"
 
 namespace fa4::tool {
 
@@ -155,6 +155,15 @@ KernelConfig parse_config(const std::string& name) {
   return c;
 }
 
+// The backend run() would use for a configuration (portable when nothing serves it: prewarm reports that).
+Backend selected_backend(const KernelConfig& c, int arch) {
+  try {
+    return detail::key_for_config(c, arch).backend;
+  } catch (const Error&) {
+    return Backend::portable;
+  }
+}
+
 std::vector<std::string> split(const std::string& list) {
   std::vector<std::string> out;
   std::istringstream s(list);
@@ -168,7 +177,7 @@ std::vector<std::string> split(const std::string& list) {
 std::vector<KernelConfig> default_configs(Backend backend, int arch, int q_heads_per_kv) {
   std::vector<KernelConfig> configs = supported_configs(backend, arch);
   for (KernelConfig& c : configs) c.q_heads_per_kv = q_heads_per_kv;  // GQA packing is part of sm100 keys
-  if (backend == Backend::automatic && detail::resolve_backend(Backend::automatic, arch) != Backend::portable)
+  if (backend == Backend::automatic)
     for (const KernelConfig& c : supported_configs(Backend::portable, arch)) configs.push_back(c);
   return configs;
 }
@@ -238,11 +247,10 @@ int bundle_command(int argc, char** argv) {
       c.backend = backend;
       if (c.q_heads_per_kv == 1) c.q_heads_per_kv = q_heads_per_kv;
       configs.push_back(c);
-      // An sm100 kernel is compared with the portable one on first use: ship that reference too, or a
-      // no-JIT engine could not run the check.
-      if (detail::resolve_backend(backend, arch) != Backend::portable) {
+      // An sm100 kernel is compared with the portable one on first use (and falls back to it): ship that
+      // kernel too, or a no-JIT engine could not run the check.
+      if (selected_backend(c, arch) == Backend::sm100) {
         c.backend = Backend::portable;
-        c.q_heads_per_kv = 1;
         configs.push_back(c);
       }
     }

@@ -22,8 +22,8 @@ int cache_command(int argc, char** argv);
 int bundle_command(int argc, char** argv);
 
 // What `prewarm` and `bundle` compile for an arch: every supported configuration of the backend, and
-// with the automatic backend on sm_100 also the portable kernels (they serve the head dims the sm100
-// kernel does not take and are its first-use self-check reference).
+// with the automatic backend also the portable kernels (on sm_100 they are the sm100 kernel's first-use
+// self-check reference and its fallback).
 std::vector<KernelConfig> default_configs(Backend backend, int arch, int q_heads_per_kv);
 
 }  // namespace fa4::tool

@@ -11,6 +11,7 @@
 // config: --arch N --backend auto|portable|sm100|sm100_emulated --dtype bf16|fp16 --d N --dv N --causal
 //         --lse --qh-per-kv N
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -22,7 +23,7 @@
 #include "runtime/codegen.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/nvrtc.hpp"
-#include "runtime/planner.hpp"
+#include "runtime/backend.hpp"
 #include "tools/fa4rt/cache_command.hpp"
 #include "tools/fa4rt/report.hpp"
 
@@ -70,7 +71,7 @@ Args parse(int argc, char** argv) {
       const std::string v = value();
       char* end = nullptr;
       const long n = std::strtol(v.c_str(), &end, 10);
-      if (*end || n < 0) usage(flag + " needs a non-negative integer, got '" + v + "'");
+      if (*end || n < 0 || n > INT_MAX) usage(flag + " needs a non-negative integer, got '" + v + "'");
       return static_cast<int>(n);
     };
     if (flag == "--arch") a.config.arch = number();
@@ -83,8 +84,11 @@ Args parse(int argc, char** argv) {
     else if (flag == "--dv") a.config.head_dim_v = number();
     else if (flag == "--causal") a.config.causal = true;
     else if (flag == "--lse") a.config.lse = true;
-    else if (flag == "--qh-per-kv") a.config.q_heads_per_kv = std::max(1, number());
-    else if (flag == "--seqlen-q") a.seqlen_q = number();
+    else if (flag == "--qh-per-kv") {
+      a.config.q_heads_per_kv = number();
+      if (a.config.q_heads_per_kv < 1 || a.config.q_heads_per_kv > kMaxQHeadsPerKv)
+        usage("--qh-per-kv needs an integer in [1, " + std::to_string(kMaxQHeadsPerKv) + "]");
+    } else if (flag == "--seqlen-q") a.seqlen_q = number();
     else if (flag == "--seqlen-k") a.seqlen_k = number();
     else if (flag == "--dot") a.dot = true;
     else if (flag == "--out") a.out = value();

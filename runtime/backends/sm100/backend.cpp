@@ -1,10 +1,11 @@
-// The FA4 forward kernel's Plan for sm_100a (and its sm_90a emulation): every tile, stage, buffer, TMEM
-// column, warp role, register budget, barrier and TMA box the kernel uses. Facts: docs/fa4-algorithm.md.
+// The sm100 backend: the FA4-style forward kernel for Blackwell (sm_100 family) and, from the same source,
+// its tcgen05 emulation on sm_90a (Backend::sm100_emulated). The Plan holds every tile, stage, buffer, TMEM
+// column, warp role, register budget, barrier and TMA box the kernel uses.
 #include <algorithm>
 
 #include "fa4/error.hpp"
 #include "kernel_src/sm100/descriptors.h"
-#include "runtime/planner.hpp"
+#include "runtime/backend.hpp"
 #include "runtime/tma.hpp"
 
 namespace fa4::detail {
@@ -26,19 +27,49 @@ Registers registers_for(const KernelKey& key) {
   return {192, 80, 48};
 }
 
-}  // namespace
-
 // Q heads per kv head that one tile packs: all of them when they divide the 128-row tile.
-int sm100_gqa_pack(int q_heads_per_kv) {
-  return q_heads_per_kv > 1 && kTile % q_heads_per_kv == 0 ? q_heads_per_kv : 1;
+int gqa_pack(int q_heads_per_kv) { return q_heads_per_kv > 1 && kTile % q_heads_per_kv == 0 ? q_heads_per_kv : 1; }
+
+class Sm100Backend final : public KernelBackend {
+ public:
+  explicit Sm100Backend(bool emulated) : emulated_(emulated) {}
+  Backend id() const override { return emulated_ ? Backend::sm100_emulated : Backend::sm100; }
+  std::string cannot_run_on(int device_arch) const override;
+  KernelKey key(KernelKey base, const KernelConfig& config, int device_arch) const override;
+  bool supports(const KernelKey& key, std::string* why) const override;
+  Plan plan(const KernelKey& key) const override;
+  LaunchShape launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count) const override;
+  int tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out) const override;
+
+ private:
+  bool emulated_;
+};
+
+std::string Sm100Backend::cannot_run_on(int device_arch) const {
+  if (emulated_)
+    return device_arch == 90 ? "" : "sm100_emulated runs only on sm_90 devices, this one is sm_" + std::to_string(device_arch);
+  return device_arch == 100 || device_arch == 103
+             ? ""
+             : "sm100 needs an sm_100/sm_103 device, this one is sm_" + std::to_string(device_arch) +
+                   " (use sm100_emulated on sm_90, or portable)";
 }
 
-bool sm100_supports(const KernelKey& key, std::string* why) {
+// Hardware: the sm_100f family target (one cubin that loads on sm_100 and sm_103) where NVRTC has family
+// targets, else the device's own arch-specific target (sm_100a or sm_103a). Emulated: sm_90a.
+KernelKey Sm100Backend::key(KernelKey base, const KernelConfig& config, int device_arch) const {
+  base.variant = emulated_ || !nvrtc_has_family_targets() ? ArchVariant::specific : ArchVariant::family;
+  base.arch = emulated_ ? 90 : base.variant == ArchVariant::family || device_arch != 103 ? 100 : 103;
+  base.gqa_pack = gqa_pack(config.q_heads_per_kv);
+  return base;
+}
+
+bool Sm100Backend::supports(const KernelKey& key, std::string* why) const {
   auto no = [&](const std::string& reason) {
     if (why) *why = reason;
     return false;
   };
-  if (key.backend != Backend::sm100 && key.backend != Backend::sm100_emulated) return no("not an sm100 key");
+  if (key.backend != id()) return no(std::string("not a ") + to_string(id()) + " key");
+  if (!emulated_ && key.emulation != Emulation::strict) return no("emulation modes apply to sm100_emulated only");
   const bool dims_ok = (key.head_dim == key.head_dim_v && (key.head_dim == 64 || key.head_dim == 96 || key.head_dim == 128)) ||
                        (key.head_dim == 192 && key.head_dim_v == 128);
   if (!dims_ok)
@@ -48,7 +79,7 @@ bool sm100_supports(const KernelKey& key, std::string* why) {
   return true;
 }
 
-Plan make_sm100_plan(const KernelKey& key) {  // make_plan checked the key
+Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the key
   Plan p;
   p.key = key;
   p.kernel_name = "fa4_sm100_fwd";
@@ -94,20 +125,28 @@ Plan make_sm100_plan(const KernelKey& key) {  // make_plan checked the key
   p.kv_stages = stages;
 
   int offset = 0;
-  auto add = [&](const std::string& name, int bytes, const std::string& contents, int align = 1024) {
+  auto add = [&](const std::string& name, int bytes, int stride, const std::string& contents, int align = 1024) {
     offset = round_up(offset, align);
-    p.smem.push_back({name, offset, bytes, contents});
+    p.smem.push_back({name, offset, bytes, stride, contents});
     offset += bytes;
   };
-  add("Q", q_bytes, "2 Q tiles of 128 rows x d, TMA boxes of " + std::to_string(box_cols) + " columns, " + std::to_string(swizzle) + "B swizzle");
-  add("KV", stages * slot_bytes, std::to_string(stages) + " ring slots of " + std::to_string(slot_bytes) + " B; K and V blocks alternate");
-  if (o_aliases_q)
-    p.smem.push_back({"O", p.smem[0].offset, o_bytes, "2 O tiles for the TMA store, over the Q buffers (Q is released only after the store)"});
-  else
-    add("O", o_bytes, "2 O tiles of 128 rows x dv for the TMA store, same box layout as Q");
-  add("Bars", barrier_bytes(stages), "mbarriers (see the barrier list)", 16);
-  add("Stats", stats_bytes, "mailbox: per tile and row, [acc_scale or row_sum, row_max]", 16);
-  add("TmemAddr", 16, "TMEM base address written by tcgen05.alloc", 16);
+  const int q_tile_bytes = kTile * d * 2, o_tile_bytes = kTile * dv * 2;
+  add("Q", q_bytes, q_tile_bytes,
+      "2 Q tiles of 128 rows x d, TMA boxes of " + std::to_string(box_cols) + " columns, " + std::to_string(swizzle) + "B swizzle");
+  add("KV", stages * slot_bytes, slot_bytes,
+      std::to_string(stages) + " ring slots of " + std::to_string(slot_bytes) + " B; K and V blocks alternate");
+  if (o_aliases_q) {
+    // O tile s lies inside Q tile s (dv <= d), so releasing Q tile s after O tile s's store frees nothing that the
+    // other O tile still uses.
+    if (dv > d) throw Error(ErrorCode::internal, key.name() + ": O can be staged over Q only when dv <= d");
+    p.smem.push_back({"O", p.smem[0].offset, (kQTiles - 1) * q_tile_bytes + o_tile_bytes, q_tile_bytes,
+                      "O tile s inside Q tile s for the TMA store (Q tile s is released only after O tile s's store)"});
+  } else {
+    add("O", o_bytes, o_tile_bytes, "2 O tiles of 128 rows x dv for the TMA store, same box layout as Q");
+  }
+  add("Bars", barrier_bytes(stages), 0, "mbarriers (see the barrier list)", 16);
+  add("Stats", stats_bytes, 0, "mailbox: per tile and row, [acc_scale or row_sum, row_max]", 16);
+  add("TmemAddr", 16, 0, "TMEM base address written by tcgen05.alloc", 16);
   p.smem_bytes = round_up(offset, 16);
 
   // TMEM: S0, S1 (fp32, 128 columns each), O0, O1 (dv columns each); P_s over the upper half of S_s.
@@ -169,7 +208,7 @@ Plan make_sm100_plan(const KernelKey& key) {  // make_plan checked the key
   return p;
 }
 
-LaunchShape sm100_launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count) {
+LaunchShape Sm100Backend::launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count) const {
   LaunchShape s;
   const int tiles = scheduled.total_tiles;
   s.grid[0] = static_cast<unsigned>(plan.persistent ? std::min(tiles, std::max(1, sm_count)) : tiles);
@@ -178,7 +217,7 @@ LaunchShape sm100_launch_shape(const Plan& plan, const fa4k::AttentionArgs& sche
   return s;
 }
 
-int sm100_tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out) {
+int Sm100Backend::tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out) const {
   const AttentionParams& p = problem.params;
   const int pack = plan.key.gqa_pack;
   auto box = [&](const std::string& name) {
@@ -208,6 +247,18 @@ int sm100_tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap*
   out[2] = make_tma_descriptor(tensor("v", p.v, p.seqlen_k, p.heads_kv, p.head_dim_v, p.v_stride, 0), box("V"));
   out[3] = make_tma_descriptor(tensor("o", p.o, p.seqlen_q, p.heads_q, p.head_dim_v, p.o_stride, pack), box("O"));
   return 4;
+}
+
+}  // namespace
+
+const KernelBackend& sm100_backend() {
+  static const Sm100Backend backend(false);
+  return backend;
+}
+
+const KernelBackend& sm100_emulated_backend() {
+  static const Sm100Backend backend(true);
+  return backend;
 }
 
 }  // namespace fa4::detail

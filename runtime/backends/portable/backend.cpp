@@ -1,4 +1,4 @@
-// Planner of the portable kernel (kernel_src/portable/flash_fwd.cuh): mma.sync on sm_80 and newer.
+// The portable backend: the FA2-style kernel (kernel_src/portable/flash_fwd.cuh): mma.sync on sm_80 and newer.
 //
 // Choices, per (d, dv):
 // - 4 warps, each owning 32 query rows (two m16 tiles: every K/V fragment read from smem feeds two MMAs)
@@ -10,7 +10,7 @@
 // - Two K/V stages (cp.async double buffering); O is staged over the Q buffer at the end.
 #include <sstream>
 
-#include "runtime/planner.hpp"
+#include "runtime/backend.hpp"
 
 namespace fa4::detail {
 namespace {
@@ -26,9 +26,29 @@ int smem_for(int tile_m, int tile_n, int d, int dv) {
 }
 
 
-}  // namespace
+class PortableBackend final : public KernelBackend {
+ public:
+  Backend id() const override { return Backend::portable; }
+  std::string cannot_run_on(int device_arch) const override;
+  KernelKey key(KernelKey base, const KernelConfig& config, int device_arch) const override;
+  bool supports(const KernelKey& key, std::string* why) const override;
+  Plan plan(const KernelKey& key) const override;
+  LaunchShape launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count) const override;
+};
 
-bool portable_supports(const KernelKey& key, std::string* why) {
+std::string PortableBackend::cannot_run_on(int device_arch) const {
+  return device_arch >= 80 ? "" : "the portable kernel needs sm_80 or newer, this device is sm_" + std::to_string(device_arch);
+}
+
+// One kernel per device arch (plain target: the driver never JIT-compiles PTX), no GQA packing.
+KernelKey PortableBackend::key(KernelKey base, const KernelConfig&, int device_arch) const {
+  base.arch = device_arch;
+  base.variant = ArchVariant::generic;
+  base.gqa_pack = 1;
+  return base;
+}
+
+bool PortableBackend::supports(const KernelKey& key, std::string* why) const {
   auto no = [&](const std::string& reason) {
     if (why) *why = reason;
     return false;
@@ -44,7 +64,7 @@ bool portable_supports(const KernelKey& key, std::string* why) {
   return true;
 }
 
-Plan make_portable_plan(const KernelKey& key) {  // make_plan checked the key
+Plan PortableBackend::plan(const KernelKey& key) const {  // make_plan checked the key
   const int d = key.head_dim, dv = key.head_dim_v;
   Plan plan;
   plan.key = key;
@@ -69,10 +89,10 @@ Plan make_portable_plan(const KernelKey& key) {  // make_plan checked the key
   const int k_bytes = kKvStages * plan.tile_n * d * 2;
   const int v_bytes = kKvStages * plan.tile_n * dv * 2;
   plan.smem = {
-      {"Q", 0, q_bytes, "Q tile: tile_m rows x d, swizzled 16-byte chunks"},
-      {"K", q_bytes, k_bytes, "K ring: kv_stages x tile_n rows x d, swizzled"},
-      {"V", q_bytes + k_bytes, v_bytes, "V ring: kv_stages x tile_n rows x dv, swizzled"},
-      {"O", 0, plan.tile_m * dv * 2, "O staging for coalesced stores: aliases Q, written after the last QK and a CTA barrier"},
+      {"Q", 0, q_bytes, 0, "Q tile: tile_m rows x d, swizzled 16-byte chunks"},
+      {"K", q_bytes, k_bytes, plan.tile_n * d * 2, "K ring: kv_stages x tile_n rows x d, swizzled"},
+      {"V", q_bytes + k_bytes, v_bytes, plan.tile_n * dv * 2, "V ring: kv_stages x tile_n rows x dv, swizzled"},
+      {"O", 0, plan.tile_m * dv * 2, 0, "O staging for coalesced stores: aliases Q, written after the last QK and a CTA barrier"},
   };
   plan.smem_bytes = q_bytes + k_bytes + v_bytes;
 
@@ -89,12 +109,19 @@ Plan make_portable_plan(const KernelKey& key) {  // make_plan checked the key
   return plan;
 }
 
-LaunchShape portable_launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled) {
+LaunchShape PortableBackend::launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int) const {
   LaunchShape shape;
   shape.grid[0] = static_cast<unsigned>(scheduled.total_tiles);
   shape.block[0] = static_cast<unsigned>(plan.threads);
   shape.smem_bytes = static_cast<unsigned>(plan.smem_bytes);
   return shape;
+}
+
+}  // namespace
+
+const KernelBackend& portable_backend() {
+  static const PortableBackend backend;
+  return backend;
 }
 
 }  // namespace fa4::detail

@@ -1,0 +1,52 @@
+// The launch step: kernel arguments, the static schedule, the launch shape and cuLaunchKernelEx.
+#pragma once
+
+#include <cuda.h>
+
+#include "fa4/fa4.hpp"
+#include "runtime/problem.hpp"
+
+namespace fa4::detail {
+
+// Properties of a device that planning, selection and launching depend on.
+struct DeviceInfo {
+  int arch = 0;            // compute capability x10
+  int sm_count = 0;
+  int smem_optin = 0;      // max dynamic shared memory per block (opt-in), bytes
+};
+DeviceInfo read_device_info(CUdevice device);
+
+// Throws Error(invalid_argument) naming the field when the kernel of this plan would overflow its 32-bit
+// index arithmetic on this problem (key blocks, packed rows, causal limits, work tiles).
+void check_index_range(const Plan& plan, const Problem& problem);
+// Fills the scheduler fields of the kernel arguments (num_m_blocks, total_tiles) for this plan, after
+// check_index_range.
+void fill_schedule(const Plan& plan, const Problem& problem, fa4k::AttentionArgs& args);
+// The launch shape of a plan for kernel arguments that fill_schedule has completed.
+LaunchShape launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count);
+
+// One launch of a Plan's kernel for a problem: its arguments (scheduled) and its shape. A plan with
+// scratch_bytes_per_cta needs scratch_bytes() of device memory in args.tmem_scratch before enqueue.
+struct PreparedLaunch {
+  fa4k::AttentionArgs args;
+  LaunchShape shape;
+  unsigned long long scratch_bytes(const Plan& plan) const;
+};
+PreparedLaunch prepare_launch(const Plan& plan, const Problem& problem, int sm_count);
+// Builds the TMA maps and enqueues `function` (the Plan's kernel) on `stream`.
+void enqueue(const PreparedLaunch& launch, const Plan& plan, const Problem& problem, CUfunction function, CUstream stream);
+
+// The cuLaunchKernelEx configuration of a launch shape (it points at its own cluster attribute: not copyable).
+class LaunchConfig {
+ public:
+  LaunchConfig(const LaunchShape& shape, CUstream stream);
+  LaunchConfig(const LaunchConfig&) = delete;
+  LaunchConfig& operator=(const LaunchConfig&) = delete;
+  const CUlaunchConfig* get() const { return &config_; }
+
+ private:
+  CUlaunchConfig config_{};
+  CUlaunchAttribute cluster_{};
+};
+
+}  // namespace fa4::detail
