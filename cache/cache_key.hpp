@@ -10,7 +10,7 @@
 namespace fa4::cache {
 
 // Bump when the entry format or the key recipe changes: old entries then simply miss.
-constexpr uint32_t kSchemaVersion = 1;
+constexpr uint32_t kSchemaVersion = 2;  // 2: entries record their configuration name and creation time
 
 struct CacheKey {
   uint64_t high = 0;

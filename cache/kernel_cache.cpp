@@ -77,7 +77,7 @@ Lookup KernelCache::fetch_or_build(const CacheKey& key, const std::string& descr
     throw Error(ErrorCode::not_cached, "kernel " + description + " (cache key " + key.hex() +
                                            ") is in neither cache and JIT compilation is disabled");
 
-  // Another process may be building this key: wait for its lock, then look again before building.
+  // Another process may be building this key: wait for its lock (bounded), then look again before building.
   DiskCache::Lock lock = disk_ ? disk_->lock(key) : DiskCache::Lock();
   if (auto cubin = from_disk()) return {cubin, Origin::disk};
 
@@ -85,7 +85,7 @@ Lookup KernelCache::fetch_or_build(const CacheKey& key, const std::string& descr
   Cubin cubin = build();
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   detail::log().info("compiled {} ({}) in {:.0f} ms", key.hex(), description, ms);
-  if (disk_) disk_->store(key, cubin);
+  if (disk_) disk_->store(key, cubin, description);  // also when the lock timed out: the publish is atomic
   {
     std::lock_guard<std::mutex> guard(mutex_);
     ++builds_;

@@ -29,7 +29,9 @@ class KernelCache {
   explicit KernelCache(DiskCache* disk);  // disk may be null or disabled (memory-only)
 
   // Returns the cubin for `key`: memory, else disk, else (if allow_build) build() under the per-key
-  // cross-process lock, re-checking the disk after taking it, then store to disk and memory.
+  // cross-process lock, re-checking the disk after taking it, then store to disk and memory. If the lock
+  // is not had within its timeout (a stopped holder), it builds anyway and still stores (atomically).
+  // `description` (the configuration name) is recorded in the disk entry.
   // Single-flight: concurrent callers of one key wait for a single build; different keys build
   // concurrently; no lock shared between keys is held while building. A failed build is not cached:
   // its exception reaches every waiter and the next call tries again.

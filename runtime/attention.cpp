@@ -162,7 +162,7 @@ struct Attention::Impl {
 
   explicit Impl(Options o)
       : options(checked(std::move(o))),
-        disk(options.disk_cache ? std::optional<cache::DiskCache>(std::in_place, options.cache_dir) : std::nullopt),
+        disk(options.disk_cache ? std::optional<cache::DiskCache>(std::in_place, options) : std::nullopt),
         cache(disk ? &*disk : nullptr) {
     set_log_level(options.log_level);
   }

@@ -1,8 +1,11 @@
 // Options::from_env: the one place the library reads its FA4_* environment variables (README.md).
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "base/log.hpp"
+#include "cache/disk_cache.hpp"
 #include "fa4/fa4.hpp"
 
 namespace fa4 {
@@ -57,6 +60,26 @@ auto parse_env(const char* name, F&& parse) {
 Options Options::from_env() {
   Options o;
   o.disk_cache = env_flag("FA4_DISK_CACHE", true);
+  // FA4_CACHE_DIR=writable[:bundle...], like PATH: the first is the writable cache (empty: the default),
+  // the rest are read-only bundles searched after it.
+  if (const char* v = env("FA4_CACHE_DIR")) {
+    const std::string dirs = v;
+    size_t begin = 0;
+    for (bool first = true; begin <= dirs.size(); first = false) {
+      const size_t end = std::min(dirs.find(':', begin), dirs.size());
+      const std::string dir = dirs.substr(begin, end - begin);
+      if (first)
+        o.cache_dir = dir;
+      else if (!dir.empty())
+        o.cache_bundles.push_back(dir);
+      begin = end + 1;
+    }
+  }
+  if (const char* v = env("FA4_CACHE_MAX_BYTES")) {
+    const std::optional<uint64_t> bytes = cache::parse_byte_size(v);
+    if (!bytes) bad("FA4_CACHE_MAX_BYTES", v, "must be a byte count, optionally with K, M, G or T (0: unbounded)");
+    o.cache_max_bytes = *bytes;
+  }
   if (const char* v = env("FA4_LOG_LEVEL")) o.log_level = parse_env("FA4_LOG_LEVEL", [&] { return detail::parse_log_level(v); });
   if (const char* v = env("FA4_BACKEND")) o.backend = parse_env("FA4_BACKEND", [&] { return backend_from_string(v); });
   o.allow_jit = !env_flag("FA4_NO_JIT", false);

@@ -60,7 +60,9 @@ constexpr int kMaxCompileThreads = 1024;
 // constructor checks them (enums in range, max_compile_threads in [0, kMaxCompileThreads], dump_dir
 // creatable and writable) and throws Error(invalid_argument) naming the option.
 struct FA4_API Options {
-  std::string cache_dir;          // empty: FA4_CACHE_DIR, else $XDG_CACHE_HOME/fa4rt, else ~/.cache/fa4rt
+  std::string cache_dir;          // writable cache; empty: $XDG_CACHE_HOME/fa4rt, else ~/.cache/fa4rt
+  std::vector<std::string> cache_bundles;     // read-only cache directories searched after cache_dir
+  uint64_t cache_max_bytes = uint64_t{2} << 30;  // LRU bound of cache_dir's entries; 0: unbounded
   bool disk_cache = true;
   LogLevel log_level = LogLevel::info;
   Backend backend = Backend::automatic;

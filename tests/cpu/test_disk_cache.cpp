@@ -2,7 +2,6 @@
 // and the memory-only fallback (uncreatable directory, full disk, read-only directory).
 #include <gtest/gtest.h>
 #include <fcntl.h>
-#include <spdlog/sinks/base_sink.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -14,6 +13,7 @@
 #include <csignal>
 #include <cstddef>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -30,72 +30,15 @@
 namespace fa4::cache {
 namespace {
 
+using fa4::test::files_in;
 using fa4::test::random_bytes;
+using fa4::test::read_file;
 using fa4::test::test_key;
+using fa4::test::WarningCounter;
+using fa4::test::write_file;
 
 namespace fs = std::filesystem;
 using fa4::test::TempDir;
-
-// Counts the warnings of the library logger while it lives (and keeps their text).
-class WarningCounter {
- public:
-  WarningCounter() : sink_(std::make_shared<Sink>()), level_(detail::log().level()) {
-    detail::log().sinks().push_back(sink_);
-    detail::log().set_level(spdlog::level::info);
-  }
-  ~WarningCounter() {
-    auto& sinks = detail::log().sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-    detail::log().set_level(level_);
-  }
-  int count() const { return sink_->count(); }
-  std::string text() const { return sink_->text(); }
-
- private:
-  class Sink : public spdlog::sinks::base_sink<std::mutex> {
-   public:
-    int count() {
-      std::lock_guard<std::mutex> guard(mutex_);
-      return count_;
-    }
-    std::string text() {
-      std::lock_guard<std::mutex> guard(mutex_);
-      return text_;
-    }
-
-   protected:
-    void sink_it_(const spdlog::details::log_msg& msg) override {
-      if (msg.level != spdlog::level::warn) return;
-      ++count_;
-      text_.append(msg.payload.data(), msg.payload.size()).append("\n");
-    }
-    void flush_() override {}
-
-   private:
-    int count_ = 0;
-    std::string text_;
-  };
-  std::shared_ptr<Sink> sink_;
-  spdlog::level::level_enum level_;
-};
-
-
-std::vector<char> read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<char>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-void write_file(const std::string& path, const std::vector<char>& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::vector<std::string> files_in(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 template <class T>
 void poke(std::vector<char>& file, size_t offset, T value) {
@@ -142,19 +85,35 @@ TEST(DiskCache, RoundTrip) {
   ASSERT_TRUE(loaded.has_value());
   EXPECT_EQ(*loaded, cubin);
 
-  // The file is exactly the documented header followed by the cubin.
-  const std::vector<char> file = read_file(disk.entry_path(key));
+  // The file is exactly the documented header followed by the cubin (no name given).
+  std::vector<char> file = read_file(disk.entry_path(key));
   ASSERT_EQ(file.size(), sizeof(EntryHeader) + cubin.size());
   EntryHeader h;
   std::memcpy(&h, file.data(), sizeof(h));
   EXPECT_EQ(std::string(h.magic, 8), "FA4CUBIN");
   EXPECT_EQ(h.schema, kSchemaVersion);
+  EXPECT_EQ(h.name_size, 0u);
   EXPECT_EQ(h.reserved, 0u);
   EXPECT_EQ(h.key_high, key.high);
   EXPECT_EQ(h.key_low, key.low);
   EXPECT_EQ(h.size, cubin.size());
-  EXPECT_EQ(h.checksum, checksum(cubin.data(), cubin.size()));
+  EXPECT_NEAR(static_cast<double>(h.created), static_cast<double>(std::time(nullptr)), 60.0);
+  // The checksum covers the whole file with the checksum field zeroed.
+  std::memset(file.data() + offsetof(EntryHeader, checksum), 0, sizeof(h.checksum));
+  EXPECT_EQ(h.checksum, checksum(file.data(), file.size()));
   EXPECT_TRUE(std::equal(cubin.begin(), cubin.end(), file.begin() + sizeof(EntryHeader)));
+
+  // With a configuration name: header, name, cubin.
+  const CacheKey named = test_key("named");
+  const std::string name = "sm100_sm100_bf16_d128_causal";
+  disk.store(named, cubin, name);
+  EXPECT_EQ(*disk.load(named), cubin);
+  file = read_file(disk.entry_path(named));
+  ASSERT_EQ(file.size(), sizeof(EntryHeader) + name.size() + cubin.size());
+  std::memcpy(&h, file.data(), sizeof(h));
+  EXPECT_EQ(h.name_size, name.size());
+  EXPECT_EQ(std::string(file.data() + sizeof(h), name.size()), name);
+  EXPECT_EQ(h.size, cubin.size());
 
   // An empty payload is a valid entry too.
   const CacheKey empty_key = test_key("empty");
@@ -308,15 +267,14 @@ TEST(DiskCache, CreatesNestedDirectoriesWithMode0700) {
 }
 
 TEST(DiskCache, DefaultDirectoryPrecedence) {
+  // FA4_CACHE_DIR is read by Options::from_env (test_options.cpp), not here.
   EnvGuard guard({"FA4_CACHE_DIR", "XDG_CACHE_HOME", "HOME"});
   setenv("FA4_CACHE_DIR", "/x/fa4", 1);
   setenv("XDG_CACHE_HOME", "/x/xdg", 1);
   setenv("HOME", "/x/home", 1);
-  EXPECT_EQ(default_cache_dir(), "/x/fa4");
-  setenv("FA4_CACHE_DIR", "", 1);  // empty counts as unset
   EXPECT_EQ(default_cache_dir(), "/x/xdg/fa4rt");
-  unsetenv("FA4_CACHE_DIR");
-  EXPECT_EQ(default_cache_dir(), "/x/xdg/fa4rt");
+  setenv("XDG_CACHE_HOME", "", 1);  // empty counts as unset
+  EXPECT_EQ(default_cache_dir(), "/x/home/.cache/fa4rt");
   unsetenv("XDG_CACHE_HOME");
   EXPECT_EQ(default_cache_dir(), "/x/home/.cache/fa4rt");
   unsetenv("HOME");
@@ -326,15 +284,16 @@ TEST(DiskCache, DefaultDirectoryPrecedence) {
   WarningCounter warnings;
   DiskCache none("");
   EXPECT_FALSE(none.enabled());
+  EXPECT_FALSE(none.readable());
   EXPECT_EQ(warnings.count(), 1);
 
   // An empty constructor argument means default_cache_dir().
   TempDir tmp;
-  setenv("FA4_CACHE_DIR", (tmp.path() + "/env").c_str(), 1);
+  setenv("XDG_CACHE_HOME", (tmp.path() + "/xdg").c_str(), 1);
   DiskCache from_env("");
   EXPECT_TRUE(from_env.enabled());
-  EXPECT_EQ(from_env.directory(), tmp.path() + "/env");
-  EXPECT_TRUE(fs::is_directory(tmp.path() + "/env"));
+  EXPECT_EQ(from_env.directory(), tmp.path() + "/xdg/fa4rt");
+  EXPECT_TRUE(fs::is_directory(tmp.path() + "/xdg/fa4rt"));
 }
 
 TEST(DiskCache, LockIsExclusiveAndReleasedOnDestruction) {
@@ -351,11 +310,18 @@ TEST(DiskCache, LockIsExclusiveAndReleasedOnDestruction) {
   };
   {
     DiskCache::Lock held = disk.lock(key);
+    EXPECT_TRUE(held.held());
     EXPECT_FALSE(try_lock());
     DiskCache::Lock moved = std::move(held);  // ownership moves, the lock stays held
+    EXPECT_FALSE(held.held());
+    EXPECT_TRUE(moved.held());
     EXPECT_FALSE(try_lock());
   }
-  EXPECT_TRUE(try_lock());
+  // Released, and its file removed with it (lock files do not accumulate); the key locks again.
+  EXPECT_FALSE(fs::exists(lock_path));
+  DiskCache::Lock again = disk.lock(key);
+  EXPECT_TRUE(again.held());
+  EXPECT_FALSE(try_lock());
 }
 
 // (a) a directory that cannot be created, even by root.
@@ -444,51 +410,58 @@ TEST(DiskCache, FullDiskFallsBackWithOneWarning) {
   EXPECT_EQ(files_in(dir), std::vector<std::string>{small.hex() + ".cubin"});
 }
 
+// Permission bits do not bind root, so the read-only tests run as another user (fa4::test::run_as).
 TEST(DiskCache, ReadOnlyDirectoryRunsMemoryOnly) {
-  if (::geteuid() == 0) GTEST_SKIP() << "running as root, which ignores permission bits (see the FullDisk and "
-                                        "UncreatableDirectory tests for the fallback)";
   TempDir tmp;
   const std::string dir = tmp.path() + "/ro";
   ASSERT_EQ(::mkdir(dir.c_str(), 0500), 0);
-  {
+  ASSERT_EQ(::chown(tmp.path().c_str(), test::kOtherUid, test::kOtherUid), 0);
+  ASSERT_EQ(::chown(dir.c_str(), test::kOtherUid, test::kOtherUid), 0);
+  const int rc = test::run_as(test::kOtherUid, [&] {
+    {
+      WarningCounter warnings;
+      DiskCache disk(dir);
+      if (disk.enabled()) return 1;
+      if (warnings.count() != 1) return 2;
+      if (warnings.text().find("not writable") == std::string::npos) return 3;
+    }
+    // Writable when opened, read-only later: the first store falls back, once.
+    if (::chmod(dir.c_str(), 0700) != 0) return 4;
     WarningCounter warnings;
     DiskCache disk(dir);
-    EXPECT_FALSE(disk.enabled());
-    EXPECT_EQ(warnings.count(), 1);
-  }
-  // Writable when opened, read-only later: the first store falls back, once.
-  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
-  WarningCounter warnings;
-  DiskCache disk(dir);
-  ASSERT_TRUE(disk.enabled());
-  ASSERT_EQ(::chmod(dir.c_str(), 0500), 0);
-  EXPECT_NO_THROW(disk.store(test_key("x"), random_bytes(10, 1)));
-  EXPECT_NO_THROW(disk.store(test_key("y"), random_bytes(10, 2)));
-  EXPECT_FALSE(disk.enabled());
-  EXPECT_EQ(warnings.count(), 1);
-  EXPECT_TRUE(files_in(dir).empty());
+    if (!disk.enabled()) return 5;
+    if (::chmod(dir.c_str(), 0500) != 0) return 6;
+    disk.store(test_key("x"), random_bytes(10, 1));  // (throwing would exit with 103)
+    disk.store(test_key("y"), random_bytes(10, 2));
+    if (disk.enabled()) return 7;
+    if (warnings.count() != 1) return 8;
+    if (disk.faults(Fault::store_failed) != 1) return 9;  // the second store is a silent no-op
+    return files_in(dir).empty() ? 0 : 10;
+  });
+  EXPECT_EQ(rc, 0) << "see the return codes in the test";
 }
 
 // A cache built offline and shipped read-only: its entries load, new kernels stay in memory.
 TEST(DiskCache, ReadOnlyDirectoryStillServesItsEntries) {
-  if (::geteuid() == 0) GTEST_SKIP() << "running as root, which ignores permission bits";
   TempDir tmp;
   const std::string dir = tmp.path() + "/shipped";
   const std::vector<char> cubin = random_bytes(4096, 3);
-  {
-    DiskCache builder(dir);
-    builder.store(test_key("shipped"), cubin);
-  }
-  ASSERT_EQ(::chmod(dir.c_str(), 0500), 0);
-  DiskCache disk(dir);
-  EXPECT_FALSE(disk.enabled());
-  EXPECT_TRUE(disk.readable());
-  const auto loaded = disk.load(test_key("shipped"));
-  ASSERT_TRUE(loaded.has_value());
-  EXPECT_EQ(*loaded, cubin);
-  EXPECT_NO_THROW(disk.store(test_key("new"), random_bytes(10, 4)));
-  EXPECT_FALSE(disk.load(test_key("new")).has_value());
-  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  ASSERT_EQ(::chown(tmp.path().c_str(), test::kOtherUid, test::kOtherUid), 0);
+  const int rc = test::run_as(test::kOtherUid, [&] {
+    {
+      DiskCache builder(dir);
+      builder.store(test_key("shipped"), cubin, "shipped_config");
+    }
+    if (::chmod(dir.c_str(), 0500) != 0) return 1;
+    DiskCache disk(dir);
+    if (disk.enabled() || !disk.readable()) return 2;
+    const auto loaded = disk.load(test_key("shipped"));
+    if (!loaded || *loaded != cubin) return 3;
+    disk.store(test_key("new"), random_bytes(10, 4));
+    if (disk.load(test_key("new"))) return 4;
+    return 0;
+  });
+  EXPECT_EQ(rc, 0) << "see the return codes in the test";
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // builds of different keys, failures that are not cached, no-JIT misses and disk hits.
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <spdlog/details/null_mutex.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -257,14 +259,49 @@ TEST(KernelCache, RechecksTheDiskAfterTakingTheLock) {
   EXPECT_EQ(*r.cubin, theirs);
 }
 
+// Holds the first thread that logs a warning until open() is called.
+class GateSink : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
+ public:
+  void wait_until_entered() {
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait(lock, [&] { return entered_; });
+  }
+  void open() {
+    std::lock_guard<std::mutex> lock(m_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    if (msg.level != spdlog::level::warn) return;
+    std::unique_lock<std::mutex> lock(m_);
+    entered_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+  }
+  void flush_() override {}
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool entered_ = false, open_ = false;
+};
+
 TEST(KernelCache, WaiterThatMayBuildRetriesAfterANoJitLeaderMisses) {
-  // The no-JIT leader is held inside its disk lookup by a FIFO in place of the entry (open() blocks until
-  // a writer comes), so that a second caller, allowed to build, surely waits on the same flight.
+  // The no-JIT leader is held inside its disk lookup, so that a second caller, allowed to build, surely
+  // waits on the same flight: a FIFO in place of the entry is a bad entry (it no longer blocks open()),
+  // and the warning about it is held by a log sink until the waiter has joined.
   TempDir tmp;
   DiskCache disk(tmp.path());
   KernelCache cache(&disk);
   const CacheKey key = test_key("no-jit leader");
   ASSERT_EQ(::mkfifo(disk.entry_path(key).c_str(), 0600), 0);
+  auto gate = std::make_shared<GateSink>();
+  auto& logger = detail::log();
+  const auto level = logger.level();
+  logger.set_level(spdlog::level::info);
+  logger.sinks().push_back(gate);
   auto leader = std::async(std::launch::async, [&] {
     try {
       cache.get(key, "no-jit leader", [] { return Cubin(8, 'l'); }, /*allow_build=*/false);
@@ -273,17 +310,19 @@ TEST(KernelCache, WaiterThatMayBuildRetriesAfterANoJitLeaderMisses) {
       return std::string(to_string(e.code()));
     }
   });
-  std::this_thread::sleep_for(100ms);  // the leader is now blocked in open()
+  gate->wait_until_entered();  // the leader is now inside its disk lookup
   auto waiter = std::async(std::launch::async, [&] { return cache.get(key, "waiter", [] { return Cubin(8, 'w'); }); });
   std::this_thread::sleep_for(100ms);  // the waiter is now waiting on the leader's flight
-  const int fd = ::open(disk.entry_path(key).c_str(), O_WRONLY);  // unblocks the leader: an empty "entry"
-  ASSERT_GE(fd, 0);
-  ::close(fd);
-  EXPECT_EQ(leader.get(), to_string(ErrorCode::not_cached));
+  gate->open();
+  const std::string leader_result = leader.get();
   const Lookup r = waiter.get();
+  logger.sinks().erase(std::remove(logger.sinks().begin(), logger.sinks().end(), gate), logger.sinks().end());
+  logger.set_level(level);
+  EXPECT_EQ(leader_result, to_string(ErrorCode::not_cached));
   EXPECT_EQ(r.origin, Origin::compiled);
   EXPECT_EQ(*r.cubin, Cubin(8, 'w'));
   EXPECT_EQ(cache.builds(), 1u);
+  EXPECT_EQ(disk.faults(Fault::not_regular_file), 1u);
 }
 
 TEST(KernelCache, FindNeverBlocksOnABuildInFlight) {

@@ -34,8 +34,9 @@ TEST(Options, ReadsEveryVariable) {
       d("FA4_BACKEND", "sm100_emulated"), e("FA4_NO_JIT", "1"), f("FA4_COMPILE_THREADS", "3"),
       g("FA4_SELF_CHECK", "off"), h("FA4_DUMP_DIR", "/tmp/dump");
   const Options o = Options::from_env();
-  EXPECT_EQ(o.cache_dir, "") << "FA4_CACHE_DIR is resolved by the disk cache (cache::default_cache_dir)";
-  EXPECT_EQ(cache::default_cache_dir(), "/tmp/fa4-x");
+  EXPECT_EQ(o.cache_dir, "/tmp/fa4-x");
+  EXPECT_TRUE(o.cache_bundles.empty());
+  EXPECT_EQ(o.cache_max_bytes, uint64_t{2} << 30) << "the default bound";
   EXPECT_FALSE(o.disk_cache);
   EXPECT_EQ(o.log_level, LogLevel::debug);
   EXPECT_EQ(o.backend, Backend::sm100_emulated);
@@ -43,6 +44,39 @@ TEST(Options, ReadsEveryVariable) {
   EXPECT_EQ(o.max_compile_threads, 3);
   EXPECT_FALSE(o.self_check);
   EXPECT_EQ(o.dump_dir, "/tmp/dump");
+}
+
+TEST(Options, CacheDirectoriesAndBound) {
+  {  // like PATH: the writable directory, then read-only bundles in search order; empty parts skipped
+    ScopedEnv a("FA4_CACHE_DIR", "/rw:/opt/bundle1::/opt/bundle2"), b("FA4_CACHE_MAX_BYTES", "512M");
+    const Options o = Options::from_env();
+    EXPECT_EQ(o.cache_dir, "/rw");
+    EXPECT_EQ(o.cache_bundles, (std::vector<std::string>{"/opt/bundle1", "/opt/bundle2"}));
+    EXPECT_EQ(o.cache_max_bytes, uint64_t{512} << 20);
+  }
+  {  // an empty first part keeps the default writable directory
+    ScopedEnv a("FA4_CACHE_DIR", ":/opt/bundle"), b("FA4_CACHE_MAX_BYTES", "0");
+    const Options o = Options::from_env();
+    EXPECT_EQ(o.cache_dir, "");
+    EXPECT_EQ(o.cache_bundles, std::vector<std::string>{"/opt/bundle"});
+    EXPECT_EQ(o.cache_max_bytes, 0u) << "0: unbounded";
+  }
+  for (const char* v : {"1048576", "3G", "2t", "7k"}) {
+    ScopedEnv a("FA4_CACHE_MAX_BYTES", v);
+    EXPECT_EQ(Options::from_env().cache_max_bytes, cache::parse_byte_size(v).value()) << v;
+  }
+  EXPECT_EQ(cache::parse_byte_size("3G"), uint64_t{3} << 30);
+  EXPECT_EQ(cache::parse_byte_size("2t"), uint64_t{2} << 40);
+  for (const char* bad : {"-1", "1.5G", "lots", "G", "1GB", "99999999999999999999", "20000000T"}) {
+    ScopedEnv a("FA4_CACHE_MAX_BYTES", bad);
+    try {
+      Options::from_env();
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("FA4_CACHE_MAX_BYTES"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Options, RejectsBadValuesNamingTheVariable) {

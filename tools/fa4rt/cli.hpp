@@ -57,11 +57,19 @@ DirectorySize directory_size(const std::string& dir);
 std::string describe_size(const DirectorySize& size);  // "12 kernels, 3.4 MB"
 
 // The commands (usage texts beside them).
-extern const char kInfoUsage[], kPrewarmUsage[], kPlanUsage[], kDumpUsage[], kResourcesUsage[];
+extern const char kInfoUsage[], kPrewarmUsage[], kPlanUsage[], kDumpUsage[], kResourcesUsage[], kCacheUsage[],
+    kBundleUsage[];
 int info(const std::vector<std::string>& args);
 int prewarm(const std::vector<std::string>& args);
 int plan(const std::vector<std::string>& args);
 int dump(const std::vector<std::string>& args);
 int resources(const std::vector<std::string>& args);
+int cache(const std::vector<std::string>& args);   // cache_command.cpp
+int bundle(const std::vector<std::string>& args);
+
+// What `prewarm` and `bundle` compile for one arch, one configuration per distinct kernel: every supported
+// configuration of the backend; with the automatic backend also the portable ones (the sm100 kernel's
+// first-use self-check reference and its fallback); and the README's example.
+std::vector<KernelConfig> prewarm_set(Backend backend, int arch, int q_heads_per_kv);
 
 }  // namespace fa4::cli

@@ -29,9 +29,18 @@ KernelConfig readme_example(Backend backend, int arch) {
   return c;
 }
 
-// What `prewarm` compiles for one arch, one configuration per distinct kernel: every supported configuration
-// of the backend; with the automatic backend on an sm100 arch also the portable ones (the first-use
-// self-check's reference, and what FA4_BACKEND=portable runs); and the README's example.
+
+void print_cache_line(const Options& options, const char* when) {
+  if (!options.disk_cache) {
+    std::cout << "disk cache: off (FA4_DISK_CACHE=0): kernels stay in this process's memory\n";
+    return;
+  }
+  const std::string dir = cache_directory(options);
+  std::cout << "disk cache " << when << ": " << dir << " (" << describe_size(directory_size(dir)) << ")\n";
+}
+
+}  // namespace
+
 std::vector<KernelConfig> prewarm_set(Backend backend, int arch, int q_heads_per_kv) {
   std::vector<KernelConfig> candidates = supported_configs(backend, arch);
   for (KernelConfig& c : candidates) c.q_heads_per_kv = q_heads_per_kv;  // GQA packing is part of sm100 keys
@@ -45,17 +54,6 @@ std::vector<KernelConfig> prewarm_set(Backend backend, int arch, int q_heads_per
     if (keys.insert(detail::key_for_config(c, arch).name()).second) configs.push_back(c);
   return configs;
 }
-
-void print_cache_line(const Options& options, const char* when) {
-  if (!options.disk_cache) {
-    std::cout << "disk cache: off (FA4_DISK_CACHE=0): kernels stay in this process's memory\n";
-    return;
-  }
-  const std::string dir = cache_directory(options);
-  std::cout << "disk cache " << when << ": " << dir << " (" << describe_size(directory_size(dir)) << ")\n";
-}
-
-}  // namespace
 
 #define FA4_TARGET_OPTIONS                                                                             \
   "  --arch N              compute capability x10 (default: device 0's, else 100)\n"                   \

@@ -23,6 +23,9 @@ const Command kCommands[] = {
     {"dump", "write one configuration's generated source, NVRTC log and cubin", fa4::cli::kDumpUsage, fa4::cli::dump},
     {"resources", "registers, spills and memory of every configuration (ptxas --verbose, Markdown)",
      fa4::cli::kResourcesUsage, fa4::cli::resources},
+    {"cache", "the disk cache: dir, ls, verify, prune, clear", fa4::cli::kCacheUsage, fa4::cli::cache},
+    {"bundle", "compile archs x configurations into a read-only cache bundle to ship (no GPU needed)",
+     fa4::cli::kBundleUsage, fa4::cli::bundle},
 };
 
 void print_help(std::ostream& out) {
