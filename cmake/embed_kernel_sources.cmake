@@ -1,9 +1,10 @@
-# Turns every file under kernel_src/ into one generated C++ table, so the library never reads
-# kernel source from disk at run time. Invoked by the build with -DSRC_DIR=... -DOUT=...
+# Turns every kernel source under SRC_DIR (.cuh, .cu, .h) into one generated C++ table, so nothing reads
+# kernel source from disk at run time. Invoked by the build with -DSRC_DIR=... -DOUT=... and the function
+# that returns the table: -DNAMESPACE=fa4::detail -DFUNCTION=embedded_sources.
 file(GLOB_RECURSE files RELATIVE "${SRC_DIR}" "${SRC_DIR}/*.cuh" "${SRC_DIR}/*.cu" "${SRC_DIR}/*.h")
 list(SORT files)
-set(body "// Generated from kernel_src/ by cmake/embed_kernel_sources.cmake. Do not edit.\n")
-string(APPEND body "#include \"runtime/embedded_sources.hpp\"\n\nnamespace fa4::detail {\nnamespace {\n")
+set(body "// Generated from ${SRC_DIR} by cmake/embed_kernel_sources.cmake. Do not edit.\n")
+string(APPEND body "#include \"runtime/embedded_sources.hpp\"\n\nnamespace ${NAMESPACE} {\nnamespace {\n")
 set(index 0)
 set(table "")
 foreach(f IN LISTS files)
@@ -15,8 +16,8 @@ foreach(f IN LISTS files)
   string(APPEND table "    {\"${f}\", std::string_view(file_${index}, ${n})},\n")
   math(EXPR index "${index} + 1")
 endforeach()
-string(APPEND body "}  // namespace\n\nconst std::vector<EmbeddedSource>& embedded_sources() {\n")
-string(APPEND body "  static const std::vector<EmbeddedSource> table = {\n${table}  };\n  return table;\n}\n\n}  // namespace fa4::detail\n")
+string(APPEND body "}  // namespace\n\nconst std::vector<fa4::detail::EmbeddedSource>& ${FUNCTION}() {\n")
+string(APPEND body "  static const std::vector<fa4::detail::EmbeddedSource> table = {\n${table}  };\n  return table;\n}\n\n}  // namespace ${NAMESPACE}\n")
 file(WRITE "${OUT}.tmp" "${body}")
 execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different "${OUT}.tmp" "${OUT}")
 file(REMOVE "${OUT}.tmp")

@@ -25,10 +25,11 @@ class Preamble {
   std::ostringstream out_;
 };
 
-// Appends `path` with its kernel_src includes inlined (each file once, in first-use order).
-void inline_file(std::string_view path, std::set<std::string, std::less<>>& done, std::ostringstream& out) {
+// Appends `path` with its includes inlined (each file once, in first-use order).
+void inline_file(std::string_view path, const SourceLookup& sources, std::set<std::string, std::less<>>& done,
+                 std::ostringstream& out) {
   if (!done.insert(std::string(path)).second) return;
-  std::istringstream lines{std::string(embedded_source(path))};
+  std::istringstream lines{std::string(sources(path))};
   out << "#line 1 \"" << path << "\"\n";
   std::string line;
   int number = 0;
@@ -46,7 +47,7 @@ void inline_file(std::string_view path, std::set<std::string, std::less<>>& done
       if (close == std::string_view::npos)
         throw Error(ErrorCode::internal, std::string(path) + ":" + std::to_string(number) +
                                              ": kernel sources may include only kernel_src files (\"...\")");
-      inline_file(trimmed.substr(open + 1, close - open - 1), done, out);
+      inline_file(trimmed.substr(open + 1, close - open - 1), sources, done, out);
       out << "#line " << number + 1 << " \"" << path << "\"\n";
       continue;
     }
@@ -115,12 +116,16 @@ std::string generate_preamble(const Plan& plan) {
   return p.str();
 }
 
-std::string assemble_from(std::string_view root_path, const std::string& prefix) {
+std::string assemble_from(std::string_view root_path, const std::string& prefix, const SourceLookup& sources) {
   std::ostringstream out;
   out << prefix;
   std::set<std::string, std::less<>> done;
-  inline_file(root_path, done, out);
+  inline_file(root_path, sources, done, out);
   return out.str();
+}
+
+std::string assemble_from(std::string_view root_path, const std::string& prefix) {
+  return assemble_from(root_path, prefix, embedded_source);
 }
 
 std::string assemble_source(const Plan& plan) { return assemble_from(plan.source, generate_preamble(plan)); }

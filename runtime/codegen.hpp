@@ -1,6 +1,7 @@
 // Plan -> one self-contained CUDA source text (the thing that is hashed, dumped and compiled).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,8 +17,13 @@ std::string generate_preamble(const Plan& plan);
 // (in first-use order), so the result needs no headers and is byte-for-byte deterministic.
 std::string assemble_source(const Plan& plan);
 
-// Inlines the includes of an arbitrary root file after a given prefix (used by probes and tests).
+// Where kernel sources come from: a path relative to the source tree -> its text (throws when missing).
+using SourceLookup = std::function<std::string_view(std::string_view path)>;
+
+// Inlines the includes of an arbitrary root file after a given prefix (used by probes and tests); by default
+// from the library's own kernel_src/.
 std::string assemble_from(std::string_view root_path, const std::string& prefix);
+std::string assemble_from(std::string_view root_path, const std::string& prefix, const SourceLookup& sources);
 
 // NVRTC options for a key (target, language standard, ...). Part of the cache key.
 std::vector<std::string> compile_options(const KernelKey& key);

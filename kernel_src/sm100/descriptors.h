@@ -13,10 +13,9 @@
 #define FA4_SM100_HD inline
 #endif
 
-namespace fa4::sm100 {
+#include "common/types.h"
 
-using u32 = unsigned int;
-using u64 = unsigned long long;
+namespace fa4::sm100 {
 
 // ---------------------------------------------------------------------------------------------
 // Enumerations, with their hardware encodings as values.

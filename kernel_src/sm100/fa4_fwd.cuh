@@ -10,7 +10,7 @@
 // Per KV block j and tile s:  S_s = Q_s K_j^T -> softmax_s -> P_s (over S_s) ; O_s = O_s * acc + P_s V_j.
 #include "common/block_range.h"
 #include "common/params.h"
-#include "sm100/ptx.cuh"
+#include "common/ptx.cuh"
 #include "sm100/tcgen05.cuh"
 
 namespace fa4::sm100::fwd {
@@ -529,10 +529,11 @@ __device__ __forceinline__ fa4::sm100::fwd::Smem smem_layout() {
 }
 
 extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
-    fa4_sm100_fwd(const fa4k::AttentionArgs args, const __grid_constant__ fa4::sm100::TmaDescriptor tma_q,
-                  const __grid_constant__ fa4::sm100::TmaDescriptor tma_k,
-                  const __grid_constant__ fa4::sm100::TmaDescriptor tma_v,
-                  const __grid_constant__ fa4::sm100::TmaDescriptor tma_o) {
+    fa4_sm100_fwd(const fa4k::AttentionArgs args, const __grid_constant__ fa4::TmaDescriptor tma_q,
+                  const __grid_constant__ fa4::TmaDescriptor tma_k,
+                  const __grid_constant__ fa4::TmaDescriptor tma_v,
+                  const __grid_constant__ fa4::TmaDescriptor tma_o) {
+  using namespace fa4;
   using namespace fa4::sm100;
   using namespace fa4::sm100::fwd;
   tmem_bind_scratch(args.tmem_scratch, args.tmem_scratch_bytes, args.emulation_mode, args.emulation_seed);

@@ -5,7 +5,7 @@
 //       PTX ISA semantics, strict where hardware is strict (violations printf a message and __trap()).
 // Facts: docs/sm100-ptx.md. Encodings and address math: sm100/descriptors.h.
 //
-// Contract for kernels (the FA4 kernel includes only sm100/ptx.cuh and this header):
+// Contract for kernels (the FA4 kernel includes only common/ptx.cuh and this header):
 //  1. Every thread calls tmem_bind_scratch(args.tmem_scratch, args.tmem_scratch_bytes, mode, seed) at
 //     kernel start, before the first CTA barrier. (No-op on hardware. Emulated: the CTA's slot is
 //     scratch + linear_block_index * kEmuTmemSlotBytes; the scratch must hold grid_size slots, zeroed once;
@@ -37,7 +37,7 @@
 #pragma once
 
 #include "sm100/descriptors.h"
-#include "sm100/ptx.cuh"
+#include "common/ptx.cuh"
 
 namespace fa4::sm100 {
 

@@ -3,53 +3,30 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <iostream>
+
+#include "runtime/embedded_sources.hpp"
 
 namespace fa4::test {
 
 using detail::driver;
 
-PrimaryContext::PrimaryContext(int ordinal) {
-  FA4_CU(cuDeviceGet(&dev_, ordinal));
-  FA4_CU(cuDevicePrimaryCtxRetain(&ctx_, dev_));
-  FA4_CU(cuCtxSetCurrent(ctx_));
+const std::vector<detail::EmbeddedSource>& test_kernel_sources();  // generated from tests/kernels/
+
+std::string_view test_source(std::string_view path) {
+  for (const detail::EmbeddedSource& s : test_kernel_sources())
+    if (s.path == path) return s.text;
+  return verify_source(path);
 }
 
-PrimaryContext::~PrimaryContext() {
-  if (ctx_) driver().cuDevicePrimaryCtxRelease(dev_);
-}
-
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) { FA4_CU(cuMemAlloc(&ptr_, bytes ? bytes : 1)); }
-
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) driver().cuMemFree(ptr_);
-}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (ptr_) driver().cuMemFree(ptr_);
-    ptr_ = o.ptr_;
-    bytes_ = o.bytes_;
-    o.ptr_ = 0;
-    o.bytes_ = 0;
+void expect_case_passes(Attention& attention, Backend expected, const Case& c, const char* tag) {
+  uint64_t seed = std::hash<std::string>{}(c.name);
+  for (const Shape& shape : c.shapes) {
+    const CheckResult r = check_attention(attention, expected, c, shape, ++seed);
+    EXPECT_TRUE(r.passed) << r.summary << r.failures;
+    std::cout << "[" << tag << "] " << r.summary << (r.passed ? "" : "  FAILED") << "\n";
   }
-  return *this;
-}
-
-void DeviceBuffer::upload(const void* host, size_t bytes) { FA4_CU(cuMemcpyHtoD(ptr_, host, bytes)); }
-void DeviceBuffer::download(void* host, size_t bytes) const { FA4_CU(cuMemcpyDtoH(host, ptr_, bytes)); }
-// cuMemsetD8 is asynchronous for device memory (legacy stream): wait, so that it cannot land after a
-// kernel enqueued next on a non-blocking stream.
-void DeviceBuffer::fill_bytes(uint8_t value) {
-  FA4_CU(cuMemsetD8(ptr_, value, bytes_));
-  FA4_CU(cuCtxSynchronize());
-}
-
-std::vector<uint16_t> random_halves(DType dtype, size_t count, float scale, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<uint16_t> out(count);
-  for (auto& v : out) v = to_half(dtype, dist(rng));
-  return out;
 }
 
 TempDir::TempDir() {

@@ -7,8 +7,8 @@
 #include <iostream>
 
 #include "fa4/fa4.hpp"
-#include "jit_probe.hpp"
-#include "reference.hpp"
+#include "verify/jit_module.hpp"
+#include "verify/reference.hpp"
 #include "test_util.hpp"
 #include "runtime/codegen.hpp"
 #include "runtime/nvrtc.hpp"
@@ -66,7 +66,7 @@ INSTANTIATE_TEST_SUITE_P(Configs, PortableCompile, ::testing::ValuesIn(all_cases
 // suite runs on, and the CPU reference gets known answers and treats strides and GQA consistently.
 TEST(PortableReference, GpuReferenceKernelCompiles) {
   for (const char* target : {"sm_80", "sm_90", "sm_100"})
-    EXPECT_FALSE(test::jit_compile("reference/attention_ref.cu", target).empty()) << target;
+    EXPECT_FALSE(test::jit_compile(test::test_source, "reference/attention_ref.cu", target).empty()) << target;
 }
 
 using test::RefProblem;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "fa4/error.hpp"
-#include "jit_probe.hpp"
+#include "test_util.hpp"
 
 namespace fa4::test {
 namespace {
@@ -21,36 +21,36 @@ bool contains(const std::vector<char>& blob, const std::string& text) {
 }
 
 TEST(Sm100Compile, GemmKernelCompilesNativeForSm100a) {
-  const std::vector<char> cubin = jit_compile("probe/tcgen05_gemm.cu", "sm_100a");
+  const std::vector<char> cubin = jit_compile(test_source, "probe/tcgen05_gemm.cu", "sm_100a");
   EXPECT_GT(cubin.size(), 1000u);
   EXPECT_FALSE(contains(cubin, kEmulationMarker)) << "sm_100a must use the real tcgen05 instructions";
 }
 
 TEST(Sm100Compile, GemmKernelCompilesNativeForTheSm100Family) {
-  EXPECT_FALSE(contains(jit_compile("probe/tcgen05_gemm.cu", "sm_100f"), kEmulationMarker));
+  EXPECT_FALSE(contains(jit_compile(test_source, "probe/tcgen05_gemm.cu", "sm_100f"), kEmulationMarker));
 }
 
 TEST(Sm100Compile, GemmKernelCompilesEmulatedForSm90a) {
   std::string log;
-  const std::vector<char> cubin = jit_compile("probe/tcgen05_gemm.cu", "sm_90a", "", &log);
+  const std::vector<char> cubin = jit_compile(test_source, "probe/tcgen05_gemm.cu", "sm_90a", "", &log);
   EXPECT_TRUE(contains(cubin, kEmulationMarker)) << "sm_90a must use the emulation";
   EXPECT_EQ(log.find("warning"), std::string::npos) << log;
 }
 
 TEST(Sm100Compile, WgmmaCrossCheckCompilesForSm90a) {
-  EXPECT_TRUE(contains(jit_compile("probe/wgmma_compare.cu", "sm_90a"), kEmulationMarker));
+  EXPECT_TRUE(contains(jit_compile(test_source, "probe/wgmma_compare.cu", "sm_90a"), kEmulationMarker));
 }
 
 TEST(Sm100Compile, FaultAndTmaProbesCompile) {
-  EXPECT_TRUE(contains(jit_compile("probe/tcgen05_faults.cu", "sm_90a"), kEmulationMarker));
-  EXPECT_FALSE(contains(jit_compile("probe/tcgen05_faults.cu", "sm_100a"), kEmulationMarker));
-  EXPECT_GT(jit_compile("probe/tma_probe.cu", "sm_90a").size(), 0u);
-  EXPECT_GT(jit_compile("probe/tma_probe.cu", "sm_100a").size(), 0u);
+  EXPECT_TRUE(contains(jit_compile(test_source, "probe/tcgen05_faults.cu", "sm_90a"), kEmulationMarker));
+  EXPECT_FALSE(contains(jit_compile(test_source, "probe/tcgen05_faults.cu", "sm_100a"), kEmulationMarker));
+  EXPECT_GT(jit_compile(test_source, "probe/tma_probe.cu", "sm_90a").size(), 0u);
+  EXPECT_GT(jit_compile(test_source, "probe/tma_probe.cu", "sm_100a").size(), 0u);
 }
 
 TEST(Sm100Compile, TargetsWithoutTcgen05OrItsEmulationAreRejected) {
   try {
-    jit_compile("probe/tcgen05_gemm.cu", "sm_80");
+    jit_compile(test_source, "probe/tcgen05_gemm.cu", "sm_80");
     ADD_FAILURE() << "sm_80 must not compile the sm100 primitives";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::compile_error);

@@ -10,7 +10,7 @@
 // Tolerances: tests/common/attention_check.hpp.
 #include <tuple>
 
-#include "attention_check.hpp"
+#include "verify/attention_check.hpp"
 #include "test_util.hpp"
 
 namespace fa4::test {

@@ -7,7 +7,7 @@
 
 #include <sstream>
 
-#include "attention_check.hpp"
+#include "verify/attention_check.hpp"
 #include "base/log.hpp"
 #include "test_util.hpp"
 

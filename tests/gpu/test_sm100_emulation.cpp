@@ -3,7 +3,7 @@
 // decoding to silicon), every tcgen05.ld/st shape, f32x2, and the negative tests: a consumer that skips
 // the commit wait reads NaN; lane-quadrant, leak, double-free, over-allocation, bad-descriptor,
 // store-into-pending and non-uniform-address violations trap (each in a child process: a trap kills the
-// CUDA context). Kernels: kernel_src/probe/{tcgen05_gemm,wgmma_compare,tcgen05_faults}.cu.
+// CUDA context). Kernels: tests/kernels/probe/{tcgen05_gemm,wgmma_compare,tcgen05_faults}.cu.
 #include <unistd.h>
 
 #include <cmath>
@@ -12,8 +12,8 @@
 #include <memory>
 #include <sstream>
 
-#include "jit_probe.hpp"
-#include "kernel_src/probe/sm100_probe.h"
+#include "verify/jit_module.hpp"
+#include "tests/kernels/probe/sm100_probe.h"
 #include "kernel_src/sm100/descriptors.h"
 #include "runtime/tma.hpp"
 #include "test_util.hpp"
@@ -43,15 +43,15 @@ Env& env() {
   return *e;
 }
 const JitModule& gemm_module() {
-  if (!env().gemm) env().gemm = std::make_unique<JitModule>("probe/tcgen05_gemm.cu", "sm_90a");
+  if (!env().gemm) env().gemm = std::make_unique<JitModule>(test_source, "probe/tcgen05_gemm.cu", "sm_90a");
   return *env().gemm;
 }
 const JitModule& wgmma_module() {
-  if (!env().wgmma) env().wgmma = std::make_unique<JitModule>("probe/wgmma_compare.cu", "sm_90a");
+  if (!env().wgmma) env().wgmma = std::make_unique<JitModule>(test_source, "probe/wgmma_compare.cu", "sm_90a");
   return *env().wgmma;
 }
 const JitModule& faults_module() {
-  if (!env().faults) env().faults = std::make_unique<JitModule>("probe/tcgen05_faults.cu", "sm_90a");
+  if (!env().faults) env().faults = std::make_unique<JitModule>(test_source, "probe/tcgen05_faults.cu", "sm_90a");
   return *env().faults;
 }
 
@@ -375,7 +375,7 @@ constexpr int kExitTrapped = 42, kExitNoTrap = 43, kExitOtherError = 44;
 [[noreturn]] void run_fault_in_child(int mode) {
   dup2(2, 1);  // the device printf (stdout) then shows in the death test's captured stderr
   PrimaryContext ctx(0);
-  const JitModule module("probe/tcgen05_faults.cu", "sm_90a");
+  const JitModule module(test_source, "probe/tcgen05_faults.cu", "sm_90a");
   DeviceBuffer scratch(kEmuTmemSlotBytes), out(128 * 4);
   scratch.fill_bytes(0);
   void* scratch_ptr = scratch.get();

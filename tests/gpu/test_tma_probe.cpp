@@ -1,4 +1,4 @@
-// TMA on the device against the host model: the probe kernel (kernel_src/probe/tma_probe.cu) loads one
+// TMA on the device against the host model: the probe kernel (tests/kernels/probe/tma_probe.cu) loads one
 // swizzled box of a [batch, seq, head, dim] tensor through a descriptor from runtime/tma.hpp and returns
 // the raw shared-memory bytes; every byte must equal the element the swizzle model (tma_box_offset in
 // kernel_src/sm100/descriptors.h) puts there, and rows past seqlen must be zero-filled (the shared memory
@@ -7,8 +7,8 @@
 // elect.sync and named barriers (ptx_sync_probe).
 #include <sstream>
 
-#include "jit_probe.hpp"
-#include "kernel_src/probe/sm100_probe.h"
+#include "verify/jit_module.hpp"
+#include "tests/kernels/probe/sm100_probe.h"
 #include "kernel_src/sm100/descriptors.h"
 #include "runtime/tma.hpp"
 #include "test_util.hpp"
@@ -30,7 +30,7 @@ TEST(TmaProbe, SwizzledBoxesMatchTheHostModelByteForByte) {
   PrimaryContext ctx;
   const std::string target = device_target(ctx.device());
   if (target != "sm_90a" && target != "sm_100a") GTEST_SKIP() << "SKIPPED: TMA probe needs sm_90 or sm_100, got " << target;
-  const JitModule module("probe/tma_probe.cu", target);
+  const JitModule module(test_source, "probe/tma_probe.cu", target);
 
   // Tensor [batch 2, seq 100, heads 3, dim 128]; rows >= 100 of a box are out of bounds.
   const int batch = 2, seq = 100, heads = 3, dim = 128;
@@ -144,7 +144,7 @@ TEST(PtxProbe, ElectOneLanePerWarpAndNamedBarrierHandoff) {
   PrimaryContext ctx;
   const std::string target = device_target(ctx.device());
   if (target != "sm_90a" && target != "sm_100a") GTEST_SKIP() << "SKIPPED: needs sm_90 or sm_100, got " << target;
-  const JitModule module("probe/tma_probe.cu", target);
+  const JitModule module(test_source, "probe/tma_probe.cu", target);
   DeviceBuffer out((8 + 128) * 4);
   out.fill_bytes(0);
   void* out_ptr = out.get();

@@ -6,11 +6,12 @@
 // Host side: tests/gpu/test_sm100_emulation.cpp.
 #include "probe/sm100_probe.h"
 #include "probe/probe_wait.cuh"
-#include "sm100/ptx.cuh"
+#include "common/ptx.cuh"
 #include "sm100/tcgen05.cuh"
 
 namespace {
 
+using namespace fa4;
 using namespace fa4::sm100;
 
 __device__ __forceinline__ unsigned char* align_1024(unsigned char* p) {

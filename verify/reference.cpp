@@ -1,14 +1,14 @@
-#include "reference.hpp"
+#include "verify/reference.hpp"
 
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <mutex>
 
-#include "jit_probe.hpp"
-#include "test_util.hpp"
+#include "verify/jit_module.hpp"
+#include "verify/device.hpp"
 
-namespace fa4::test {
+namespace fa4::verify {
 
 RefResult reference_attention_cpu(const RefProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v) {
   const int64_t d = p.head_dim, dv = p.head_dim_v, group = p.heads_q / p.heads_kv;
@@ -59,7 +59,8 @@ const JitModule& reference_module() {
   if (!module) {
     CUdevice dev = 0;
     FA4_CU(cuCtxGetDevice(&dev));
-    module = std::make_unique<JitModule>("reference/attention_ref.cu", "sm_" + std::to_string(detail::device_arch(dev)));
+    module = std::make_unique<JitModule>(verify_source, "reference/attention_ref.cu",
+                                         "sm_" + std::to_string(detail::device_arch(dev)));
   }
   return *module;
 }
@@ -91,4 +92,4 @@ RefResult reference_attention_gpu(const RefProblem& p, CUdeviceptr q, CUdevicept
   return r;
 }
 
-}  // namespace fa4::test
+}  // namespace fa4::verify

@@ -1,11 +1,11 @@
-// PTX wrappers that are native on both sm_90a and sm_100a: shared-memory addresses, mbarriers, TMA
-// (4-D tile load/store, bulk groups, proxy fence), named barriers, elect.sync, setmaxnreg.
-// One function per instruction; facts in docs/sm100-ptx.md sections 8 and 9. Device code only.
+// PTX wrappers native on every sm_90+ target, shared by the Hopper and Blackwell kernels: shared-memory
+// addresses, mbarriers, TMA (4-D tile load/store, bulk groups, proxy fence), named barriers, elect.sync,
+// setmaxnreg. One function per instruction. Device code only.
 #pragma once
 
-#include "sm100/descriptors.h"
+#include "common/types.h"
 
-namespace fa4::sm100 {
+namespace fa4 {
 
 // The 128-byte TMA descriptor (CUtensorMap) as a kernel parameter: declare it
 // `const __grid_constant__ TmaDescriptor` so its address is a param-space address TMA accepts.
@@ -153,4 +153,4 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
 }
 
-}  // namespace fa4::sm100
+}  // namespace fa4

@@ -2,7 +2,7 @@
 // commit) prints which barrier and traps after 10 s instead of hanging the test run.
 #pragma once
 
-#include "sm100/ptx.cuh"
+#include "common/ptx.cuh"
 
 namespace fa4probe {
 
@@ -14,7 +14,7 @@ __device__ __forceinline__ unsigned long long global_ns() {
 
 __device__ __forceinline__ void wait_or_trap(unsigned long long* bar, unsigned parity, const char* what) {
   const unsigned long long start = global_ns();
-  while (!fa4::sm100::mbarrier_try_wait_parity(bar, parity)) {
+  while (!fa4::mbarrier_try_wait_parity(bar, parity)) {
     if (global_ns() - start > 10000000000ull) {
       printf("fa4 probe: block %u thread %u timed out after 10 s waiting for %s\n", blockIdx.x, threadIdx.x, what);
       __trap();

@@ -5,11 +5,12 @@
 // Host side: tests/gpu/test_sm100_emulation.cpp (and tests/cpu/test_sm100_compile.cpp compiles it).
 #include "probe/sm100_probe.h"
 #include "probe/probe_wait.cuh"
-#include "sm100/ptx.cuh"
+#include "common/ptx.cuh"
 #include "sm100/tcgen05.cuh"
 
 namespace {
 
+using namespace fa4;
 using namespace fa4::sm100;
 
 __device__ __forceinline__ unsigned char* align_1024(unsigned char* p) {

@@ -1,4 +1,4 @@
-#include "attention_check.hpp"
+#include "verify/attention_check.hpp"
 
 #include <cmath>
 #include <functional>
@@ -6,10 +6,10 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "reference.hpp"
-#include "test_util.hpp"
+#include "verify/reference.hpp"
+#include "verify/device.hpp"
 
-namespace fa4::test {
+namespace fa4::verify {
 namespace {
 
 struct Tolerance {
@@ -278,14 +278,4 @@ std::vector<Case> extreme_logit_cases() {
   return cases;
 }
 
-void expect_case_passes(Attention& attention, Backend expected, const Case& c, const char* tag) {
-  uint64_t seed = std::hash<std::string>{}(c.name);
-  for (const Shape& shape : c.shapes) {
-    const CheckResult r = check_attention(attention, expected, c, shape, ++seed);
-    EXPECT_TRUE(r.passed) << r.summary << r.failures;
-    std::cout << "[" << tag << "] " << r.summary << (r.passed ? "" : "  FAILED") << "\n";
-  }
-}
-
-
-}  // namespace fa4::test
+}  // namespace fa4::verify

@@ -1,7 +1,7 @@
 // Reference attention for the correctness tests: float64 on the CPU over host copies (small shapes) and a
-// simple float32 GPU kernel (kernel_src/reference/attention_ref.cu) for large ones. Both follow design.md's
-// contract: element strides, GQA (kv head = h / (h_q / h_kv)), causal bottom-right, LSE in natural log,
-// rows without keys give O = 0 and LSE = -inf.
+// simple float32 GPU kernel (verify/kernels/reference/attention_ref.cu) for large ones. Both follow the
+// correctness contract (docs/correctness.md): element strides, GQA (kv head = h / (h_q / h_kv)), causal
+// bottom-right, LSE in natural log, rows without keys give O = 0 and LSE = -inf.
 #pragma once
 
 #include <cuda.h>
@@ -12,7 +12,7 @@
 
 #include "fa4/fa4.hpp"
 
-namespace fa4::test {
+namespace fa4::verify {
 
 struct RefProblem {
   int64_t batch = 1, seqlen_q = 1, seqlen_k = 1, heads_q = 1, heads_kv = 1, head_dim = 64, head_dim_v = 64;
@@ -38,4 +38,4 @@ RefResult reference_attention_cpu(const RefProblem& p, const uint16_t* q, const 
 // Compiles the reference kernel once per process. Synchronises.
 RefResult reference_attention_gpu(const RefProblem& p, CUdeviceptr q, CUdeviceptr k, CUdeviceptr v);
 
-}  // namespace fa4::test
+}  // namespace fa4::verify

@@ -16,7 +16,7 @@
 
 #include "fa4/fa4.hpp"
 
-namespace fa4::test {
+namespace fa4::verify {
 
 enum class Layout { contiguous, head_major, padded, packed_qkv };
 
@@ -70,7 +70,4 @@ struct CheckResult {
 // Runs the case's shape on `attention` (whose Plan must select `expected`) in the current context.
 CheckResult check_attention(Attention& attention, Backend expected, const Case& c, const Shape& shape, uint64_t seed);
 
-// Runs every shape of the case; EXPECTs each to pass and logs one line per shape with `tag`.
-void expect_case_passes(Attention& attention, Backend expected, const Case& c, const char* tag);
-
-}  // namespace fa4::test
+}  // namespace fa4::verify

@@ -1,17 +1,26 @@
-#include "jit_probe.hpp"
+#include "verify/jit_module.hpp"
 
 #include <cstdlib>
 
 #include "runtime/codegen.hpp"
+#include "runtime/embedded_sources.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/nvrtc.hpp"
 #include "runtime/launch.hpp"
 
-namespace fa4::test {
+namespace fa4::verify {
 
-std::vector<char> jit_compile(const std::string& root, const std::string& target, const std::string& prefix,
-                              std::string* log) {
-  const std::string source = detail::assemble_from(root, prefix);
+const std::vector<detail::EmbeddedSource>& verify_kernel_sources();  // generated from verify/kernels/
+
+std::string_view verify_source(std::string_view path) {
+  for (const detail::EmbeddedSource& s : verify_kernel_sources())
+    if (s.path == path) return s.text;
+  return detail::embedded_source(path);
+}
+
+std::vector<char> jit_compile(const detail::SourceLookup& sources, const std::string& root, const std::string& target,
+                              const std::string& prefix, std::string* log) {
+  const std::string source = detail::assemble_from(root, prefix, sources);
   const char* dump = std::getenv("FA4_DUMP_DIR");
   std::string name = root;
   for (char& c : name)
@@ -22,8 +31,9 @@ std::vector<char> jit_compile(const std::string& root, const std::string& target
   return std::move(k.cubin);
 }
 
-JitModule::JitModule(const std::string& root, const std::string& target, const std::string& prefix)
-    : cubin_(jit_compile(root, target, prefix)) {
+JitModule::JitModule(const detail::SourceLookup& sources, const std::string& root, const std::string& target,
+                     const std::string& prefix)
+    : cubin_(jit_compile(sources, root, target, prefix)) {
   FA4_CU(cuModuleLoadData(&module_, cubin_.data()));
 }
 
@@ -49,4 +59,4 @@ void JitModule::launch(CUfunction fn, unsigned grid, unsigned block, unsigned sm
   FA4_CU(cuLaunchKernelEx(config.get(), fn, args, nullptr));
 }
 
-}  // namespace fa4::test
+}  // namespace fa4::verify

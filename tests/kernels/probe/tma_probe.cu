@@ -11,13 +11,13 @@
 //                    budgets depend on the kernel's allocation); it is here so both targets compile it.
 #include "probe/probe_wait.cuh"
 #include "probe/sm100_probe.h"
-#include "sm100/ptx.cuh"
+#include "common/ptx.cuh"
 
 extern "C" __global__ void __launch_bounds__(128, 1)
-    tma_probe(const __grid_constant__ fa4::sm100::TmaDescriptor map,
-              const __grid_constant__ fa4::sm100::TmaDescriptor store_map, unsigned char* out, int c_dim, int c_head,
+    tma_probe(const __grid_constant__ fa4::TmaDescriptor map,
+              const __grid_constant__ fa4::TmaDescriptor store_map, unsigned char* out, int c_dim, int c_head,
               int c_seq, int c_batch, unsigned box_bytes, int store) {
-  using namespace fa4::sm100;
+  using namespace fa4;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* box = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   u64* bar = reinterpret_cast<u64*>(box + fa4probe::kTmaProbeMaxBoxBytes);
@@ -47,7 +47,7 @@ extern "C" __global__ void __launch_bounds__(128, 1)
 
 // out[w] = lanes elected in warp w (1 each); out[8 + i] = value thread i of warpgroup 0 handed over.
 extern "C" __global__ void __launch_bounds__(256, 1) ptx_sync_probe(unsigned* out, int use_setmaxnreg) {
-  using namespace fa4::sm100;
+  using namespace fa4;
   __shared__ unsigned handoff[128];
   const u32 warp = warp_id();
   if (use_setmaxnreg) {

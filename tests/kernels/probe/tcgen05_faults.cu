@@ -3,11 +3,12 @@
 // One CTA of 128 threads. Host side: tests/gpu/test_sm100_emulation.cpp (death tests).
 #include "probe/sm100_probe.h"
 #include "probe/probe_wait.cuh"
-#include "sm100/ptx.cuh"
+#include "common/ptx.cuh"
 #include "sm100/tcgen05.cuh"
 
 extern "C" __global__ void __launch_bounds__(128, 1)
     tcgen05_fault(int mode, unsigned* out, void* tmem_scratch, unsigned long long tmem_scratch_bytes) {
+  using namespace fa4;
   using namespace fa4::sm100;
   using namespace fa4probe;
   // A: 128 x 16 and B: 16 x 16, K-major without swizzle (8-row x 16-byte core matrices: LBO = 128 B
