@@ -15,8 +15,8 @@ install(FILES ${FA4_GENERATED_INCLUDE_DIR}/fa4/version.h DESTINATION ${CMAKE_INS
   COMPONENT development)
 
 # The fa4rt tool is installed by tools/CMakeLists.txt (bin/fa4rt).
-# Helper executables the library starts itself (the self-check child process, target fa4rt_selfcheck) go
-# to ${CMAKE_INSTALL_LIBEXECDIR}/fa4rt: add their install(TARGETS ... RUNTIME DESTINATION ...) here.
+# The self-check child process the library starts itself: it finds it at ../libexec/fa4rt/ from its lib/.
+install(TARGETS fa4rt_selfcheck RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/fa4rt COMPONENT runtime)
 
 install(EXPORT fa4rtTargets NAMESPACE fa4rt:: DESTINATION ${FA4_CMAKE_DIR} COMPONENT development)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/fa4rtConfig.cmake.in

@@ -57,6 +57,7 @@ struct ContextKernelHash {
 // A compiled kernel: context-independent.
 struct Built {
   Plan plan;
+  cache::CacheKey cache_key;  // of the cubin: what a self-check verdict is remembered by
   std::shared_ptr<const cache::Cubin> cubin;
 };
 
@@ -78,6 +79,8 @@ struct Loaded {
 struct ContextState {
   unsigned long long id = 0;
   DeviceInfo device;
+  std::string pci_bus_id;  // where a self-check child finds the device
+  std::string identity;    // device UUID and driver version: what a self-check verdict is valid for
   // sm100 emulation: the TMEM backing store, one per stream (each CTA slot holds live emulator state, so
   // launches that may run concurrently must not share it; launches on one stream are ordered). A buffer
   // that grows is retired, not freed: a CUDA graph captured earlier may still point at it.
@@ -126,7 +129,10 @@ void check_dump_dir(const std::string& dir) {
 Options checked(Options o) {
   check_enum("log_level", o.log_level, LogLevel::off);
   check_enum("backend", o.backend, Backend::sm100_emulated);
-  check_enum("debug_fault", o.debug_fault, DebugFault::wrong_gqa_map);
+  check_enum("debug_fault", o.debug_fault, kLastDebugFault);
+  check_enum("emulation", o.emulation, Emulation::adversarial);
+  if (o.self_check_timeout_ms <= 0)
+    bad_option("self_check_timeout_ms (FA4_SELF_CHECK_TIMEOUT_MS)", "must be > 0, got " + std::to_string(o.self_check_timeout_ms));
   if (o.max_compile_threads < 0 || o.max_compile_threads > kMaxCompileThreads)
     bad_option("max_compile_threads (FA4_COMPILE_THREADS)", "must be in [0, " + std::to_string(kMaxCompileThreads) +
                                                                 "] (0: cores, at most 8), got " + std::to_string(o.max_compile_threads));
@@ -159,6 +165,7 @@ struct Attention::Impl {
   std::unordered_map<unsigned long long, std::unique_ptr<ContextState>> contexts;
   std::mutex load_mutex;  // serialises module loads and self-checks (cheap next to compiling)
   std::set<std::string> logged;  // one-time log lines already written (guarded by load_mutex)
+  std::unordered_map<std::string, SelfCheckVerdict> verdicts;  // by device identity and cubin (load_mutex)
 
   explicit Impl(Options o)
       : options(checked(std::move(o))),
@@ -193,8 +200,9 @@ struct Attention::Impl {
     b->plan = make_plan(key);
     const std::string source = assemble_source(b->plan);
     const std::vector<std::string> compile = compile_options(key);
+    b->cache_key = cache_key(key, source, compile);
     const cache::Lookup found = cache.get(
-        cache_key(key, source, compile), key.name(),
+        b->cache_key, key.name(),
         [&] { return nvrtc_compile(source, compile, key.name(), options.dump_dir).cubin; }, options.allow_jit);
     b->cubin = found.cubin;
     if (origin) *origin = found.origin;
@@ -214,6 +222,16 @@ struct Attention::Impl {
     CUdevice dev = 0;
     check_cu(driver().cuCtxGetDevice(&dev), "cuCtxGetDevice");
     state->device = read_device_info(dev);
+    char bus[32] = {};
+    check_cu(driver().cuDeviceGetPCIBusId(bus, sizeof(bus), dev), "cuDeviceGetPCIBusId");
+    state->pci_bus_id = bus;
+    CUuuid uuid{};
+    check_cu(driver().cuDeviceGetUuid(&uuid, dev), "cuDeviceGetUuid");
+    int driver_version = 0;
+    check_cu(driver().cuDriverGetVersion(&driver_version), "cuDriverGetVersion");
+    static const char* hex = "0123456789abcdef";
+    for (unsigned char byte : uuid.bytes) state->identity += {hex[byte >> 4], hex[byte & 15]};
+    state->identity += "-driver" + std::to_string(driver_version);
     std::unique_lock lock(mutex);
     return *contexts.emplace(id, std::move(state)).first->second;
   }
@@ -250,7 +268,7 @@ struct Attention::Impl {
       if (key.backend == Backend::portable) throw;
       failure = std::string("cannot load: ") + e.what();
     }
-    if (k && key.backend != Backend::portable && options.self_check) failure = first_use_check(ctx, key, *k);
+    if (k && key.backend != Backend::portable && options.self_check) failure = first_use_check(ctx, key, config, *b);
     if (!failure.empty()) {
       const KernelKey fallback = fallback_key(key, config, ctx.device.arch);
       log_once(key.name() + " " + failure + "; this configuration runs on " + fallback.name() + " in this context", true);
@@ -266,22 +284,40 @@ struct Attention::Impl {
     return insert(ctx, key, load_module(ctx, key, build(key)));
   }
 
-  // Runs the candidate and the portable kernel on one problem in this context; empty when they agree.
-  std::string first_use_check(ContextState& ctx, const KernelKey& key, const Loaded& candidate) {
-    KernelKey reference_key = key;
-    reference_key.backend = Backend::portable;
-    reference_key.arch = ctx.device.arch;
-    reference_key.variant = ArchVariant::generic;
-    reference_key.gqa_pack = 1;
-    reference_key.fault = DebugFault::none;
-    const Loaded& reference = load_locked(ctx, reference_key);
-    CUstream check_stream = nullptr;
-    const std::string disagreement = self_check(key, [&](bool is_candidate, const Problem& problem, CUstream stream) {
-      check_stream = stream;
-      launch(is_candidate ? candidate : reference, problem, ctx, stream);
-    });
-    drop_scratch(ctx, check_stream);  // the self-check's stream is gone
-    return disagreement.empty() ? "" : "failed its self-check against the portable kernel (" + disagreement + ")";
+  // The verdict on a fast kernel's first use on this device: remembered (in memory, and on disk by device
+  // and cubin) or found by a check in a child process, so that a kernel that traps or hangs cannot take
+  // this process's contexts down. Empty when it passed, else why not. Caller holds load_mutex.
+  std::string first_use_check(ContextState& ctx, const KernelKey& key, const KernelConfig& config, const Built& b) {
+    const std::string id = ctx.identity + "/" + b.cache_key.hex();
+    const cache::CacheKey disk_key = cache::make_cache_key({"self-check verdict v1", nullptr, ctx.identity, key.target(),
+                                                            b.cache_key.hex()});
+    auto remembered = verdicts.find(id);
+    if (remembered == verdicts.end() && disk) {
+      if (std::optional<std::vector<char>> saved = disk->load(disk_key); saved && !saved->empty()) {
+        const std::string text(saved->begin(), saved->end());
+        remembered = verdicts.emplace(id, SelfCheckVerdict{text.rfind("pass\n", 0) == 0, text.substr(text.find('\n') + 1)}).first;
+      }
+    }
+    if (remembered == verdicts.end()) {
+      SelfCheckRequest request;
+      request.config = config;
+      request.config.backend = key.backend;
+      request.expected_key = key.name();
+      request.device = ctx.pci_bus_id;
+      request.options = options;
+      request.helper = find_self_check_helper(options);
+      if (request.helper.empty())
+        return "cannot be checked: no fa4rt-selfcheck helper beside the library (set FA4_SELF_CHECK_HELPER, or "
+               "FA4_SELF_CHECK=0 to trust unchecked kernels)";
+      log().info("self-check of {} on {} in a child process", key.name(), ctx.pci_bus_id);
+      SelfCheckVerdict verdict = self_check_in_child(request);
+      if (disk) {
+        const std::string text = (verdict.passed ? "pass\n" : "fail\n") + verdict.detail;
+        disk->store(disk_key, std::vector<char>(text.begin(), text.end()), "self-check verdict " + key.name());
+      }
+      remembered = verdicts.emplace(id, std::move(verdict)).first;
+    }
+    return remembered->second.passed ? "" : "failed its self-check against the portable kernel (" + remembered->second.detail + ")";
   }
 
   std::unique_ptr<Loaded> load_module(const ContextState& ctx, const KernelKey& key, std::shared_ptr<const Built> b) {
@@ -319,15 +355,6 @@ struct Attention::Impl {
     check_cu(d.cuMemsetD8Async(s.ptr, 0, bytes, stream), "cuMemsetD8Async");  // ordered before the launch
     s.bytes = bytes;
     return s;
-  }
-
-  // Frees the scratch of a stream that no launch will use again (nothing was captured on it).
-  void drop_scratch(ContextState& ctx, CUstream stream) {
-    std::lock_guard guard(ctx.scratch_mutex);
-    if (auto it = ctx.scratch.find(stream); it != ctx.scratch.end()) {
-      driver().cuMemFree(it->second.ptr);
-      ctx.scratch.erase(it);
-    }
   }
 
   void launch(const Loaded& k, const Problem& problem, ContextState& ctx, CUstream stream) {

@@ -14,6 +14,7 @@ namespace fa4::detail {
 #define FA4_DRIVER_FUNCTIONS(X)                                                             \
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)                     \
   X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDeviceTotalMem) \
+  X(cuDeviceGetUuid) X(cuDeviceGetPCIBusId) X(cuDeviceGetByPCIBusId)                         \
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                                  \
   X(cuCtxCreate) X(cuCtxDestroy) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice)    \
   X(cuCtxGetId) X(cuCtxSynchronize)                                                         \

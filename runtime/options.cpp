@@ -84,6 +84,8 @@ Options Options::from_env() {
   if (const char* v = env("FA4_BACKEND")) o.backend = parse_env("FA4_BACKEND", [&] { return backend_from_string(v); });
   o.allow_jit = !env_flag("FA4_NO_JIT", false);
   o.self_check = env_flag("FA4_SELF_CHECK", true);
+  o.self_check_timeout_ms = env_int("FA4_SELF_CHECK_TIMEOUT_MS", o.self_check_timeout_ms, 1, 24 * 3600 * 1000);
+  if (const char* v = env("FA4_SELF_CHECK_HELPER")) o.self_check_helper = v;
   o.max_compile_threads = env_int("FA4_COMPILE_THREADS", 0, 0, kMaxCompileThreads);
   if (const char* v = env("FA4_DUMP_DIR")) o.dump_dir = v;  // checked (created, written) by the Attention constructor
   if (const char* v = env("FA4_EMULATION")) {

@@ -41,6 +41,7 @@ const char* to_string(DebugFault fault) {
     case DebugFault::skip_relay_fence: return "skip_relay_fence";
     case DebugFault::trap: return "trap";
     case DebugFault::hang: return "hang";
+    case DebugFault::spin: return "spin";
   }
   return "?";
 }

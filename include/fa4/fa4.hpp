@@ -68,7 +68,11 @@ struct FA4_API Options {
   Backend backend = Backend::automatic;
   bool allow_jit = true;          // false: a kernel missing from both caches is an error (no compile)
   int max_compile_threads = 0;    // prewarm workers, 0..kMaxCompileThreads; 0: hardware concurrency, at most 8
-  bool self_check = true;         // sm100: compare with the portable kernel on first use of a config
+  bool self_check = true;         // check a fast kernel against the portable one on its first use on a
+                                  // device, in a child process (FA4_SELF_CHECK)
+  int self_check_timeout_ms = 120000;  // the child's time limit; longer counts as a hang (FA4_SELF_CHECK_TIMEOUT_MS)
+  std::string self_check_helper;  // the fa4rt-selfcheck executable; empty: FA4_SELF_CHECK_HELPER, else found
+                                  // beside the library (or ../libexec/fa4rt/)
   std::string dump_dir;           // when set, generated sources and NVRTC logs are written here (created if missing)
   DebugFault debug_fault = DebugFault::none;  // tests only: compile a deliberate defect into sm100 kernels
   Emulation emulation = Emulation::strict;    // sm100_emulated: how faithfully the emulator runs (FA4_EMULATION)

@@ -33,8 +33,10 @@ enum class DebugFault {
   skip_relay_fence,  // the softmax-to-correction relay arrives without tcgen05.fence::before_thread_sync
   // Failures of the whole kernel, for the self-check's isolation tests:
   trap,              // every CTA traps at once
-  hang,              // one barrier is never signalled, and the watchdog is off: the kernel never ends
+  hang,              // a barrier is never signalled: the bounded waits (1 s here) turn the deadlock into a trap
+  spin,              // one warp loops forever outside any barrier wait: only the self-check's time limit ends it
 };
+constexpr DebugFault kLastDebugFault = DebugFault::spin;
 FA4_API const char* to_string(DebugFault fault);
 
 // How the sm90a emulation of tcgen05 executes (Backend::sm100_emulated only). A launch argument, not part of

@@ -37,7 +37,7 @@ static_assert(kTcgen05Emulated == kEmulated, "the compile target selected the ot
 // The values of fa4::DebugFault (plan.hpp), in order.
 enum class Fault {
   none, skip_rescale, early_normalize, tmem_reuse_race, wrong_gqa_map,
-  assume_mma_order, skip_wait_st, skip_wait_ld, skip_relay_fence, trap, hang
+  assume_mma_order, skip_wait_st, skip_wait_ld, skip_relay_fence, trap, hang, spin
 };
 constexpr Fault kFault = static_cast<Fault>(kDebugFault);
 
@@ -599,6 +599,8 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
     }
     else if (warp == kRoleEpilogueFirstWarp) epilogue_role(args, sm, &tma_o);
     else if (warp == kRoleLoadFirstWarp) load_role(args, sm, &tma_q, &tma_k, &tma_v);
+    else if constexpr (kFault == Fault::spin)
+      for (;;) asm volatile("nanosleep.u32 1000000;");  // the spare warp never ends, and never waits on a barrier
   }
 
   tcgen05_fence_before_thread_sync();

@@ -6,6 +6,12 @@
 #include <functional>
 #include <iostream>
 
+#include <spdlog/sinks/ostream_sink.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "base/log.hpp"
 #include "runtime/embedded_sources.hpp"
 
 namespace fa4::test {
@@ -28,6 +34,20 @@ void expect_case_passes(Attention& attention, Backend expected, const Case& c, c
     std::cout << "[" << tag << "] " << r.summary << (r.passed ? "" : "  FAILED") << "\n";
   }
 }
+
+struct CapturedLog::Sink {
+  std::ostringstream text;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(text);
+};
+
+CapturedLog::CapturedLog() : sink_(std::make_shared<Sink>()) { detail::log().sinks().push_back(sink_->sink); }
+
+CapturedLog::~CapturedLog() {
+  auto& sinks = detail::log().sinks();
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_->sink), sinks.end());
+}
+
+std::string CapturedLog::text() const { return sink_->text.str(); }
 
 TempDir::TempDir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "fa4rt-test-XXXXXX").string();

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,6 +44,18 @@ std::string_view test_source(std::string_view path);
 
 // Runs every shape of the case; EXPECTs each to pass and logs one line per shape with `tag`.
 void expect_case_passes(Attention& attention, Backend expected, const Case& c, const char* tag);
+
+// Copies what the library logs while it lives.
+class CapturedLog {
+ public:
+  CapturedLog();
+  ~CapturedLog();
+  std::string text() const;
+
+ private:
+  struct Sink;
+  std::shared_ptr<Sink> sink_;
+};
 
 // A fresh temporary directory, removed (recursively) on destruction.
 class TempDir {

@@ -107,7 +107,8 @@ INSTANTIATE_TEST_SUITE_P(Emulated, Sm100Compile, testing::ValuesIn(sm100_keys(Ba
 TEST(Sm100Fault, EveryDebugFaultCompiles) {
   for (DebugFault f : {DebugFault::skip_rescale, DebugFault::early_normalize, DebugFault::tmem_reuse_race,
                        DebugFault::wrong_gqa_map, DebugFault::assume_mma_order, DebugFault::skip_wait_st,
-                       DebugFault::skip_wait_ld, DebugFault::skip_relay_fence, DebugFault::trap, DebugFault::hang}) {
+                       DebugFault::skip_wait_ld, DebugFault::skip_relay_fence, DebugFault::trap, DebugFault::hang,
+                       DebugFault::spin}) {
     KernelConfig c;
     c.backend = Backend::sm100_emulated;
     c.q_heads_per_kv = 4;
