@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Forward attention TFLOP/s: fa4rt next to PyTorch's flash and cuDNN SDPA backends, in one run.
 
-The sweep is the one of /work/shared/docs/baselines.md: 16384 tokens (batch x seqlen = 32x512 .. 1x16384),
+The sweep: 16384 tokens (batch x seqlen = 32x512 .. 1x16384),
 2048/head_dim heads, head_dim 64/128/256, causal and not, plus GQA 32q/8kv d128 rows. Each time is the
 median of triton.testing.do_bench (which flushes L2 before every call; CUDA events when triton is
 missing); FLOPs = 4*b*h*sq*sk*d, halved when causal. fa4rt is prewarmed first (compile time is

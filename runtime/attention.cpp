@@ -1,4 +1,4 @@
-// fa4::Attention: the straight road of design.md.
+// fa4::Attention: the straight road of docs/architecture.md.
 //   params --validate--> Problem --select--> KernelKey --plan--> Plan --codegen--> source --hash--> cache
 //   --> cubin --load per context--> CUfunction;  Problem + Plan --> args, TMA maps, launch shape --> launch.
 // run() on a hit: validate, one shared-lock map lookup, argument assembly, cuLaunchKernelEx.

@@ -54,7 +54,7 @@ const char* to_string(Emulation emulation);
 enum class ArchVariant { generic, specific, family };
 
 // The (head_dim, head_dim_v) pairs the library takes: equal dims of 32, 64, 96, 128, 192 or 256, and
-// (192, 128). The portable kernel serves all of them; the sm100 kernel a subset (plan_sm100.cpp).
+// (192, 128). The portable kernel serves all of them; the sm100 kernel a subset (runtime/backends/sm100/backend.cpp).
 struct HeadDims {
   int head_dim, head_dim_v;
 };

@@ -1,6 +1,6 @@
 // Blackwell (sm_100a) descriptor encodings and shared-memory address math, host + device.
 //
-// One place for the bit layouts of docs/sm100-ptx.md sections 3, 4 and 11: the 32-bit instruction
+// One place for the bit layouts of docs/blackwell-facts.md (descriptors, swizzle): the 32-bit instruction
 // descriptor of tcgen05.mma kind::f16, the 64-bit shared-memory matrix descriptor (and Hopper's wgmma
 // descriptor, used to tie the emulator to silicon), the canonical operand layouts those descriptors
 // describe, the 128B/64B/32B swizzles, the TMEM address format and the emulator's TMEM scratch size.
@@ -40,7 +40,7 @@ FA4_SM100_HD constexpr Swizzle swizzle_from_bytes(u32 bytes) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Swizzle (sm100-ptx.md section 11): address bits [4, 4+b) ^= bits [7, 7+b), b = 3/2/1 for
+// Swizzle (docs/blackwell-facts.md, swizzle): address bits [4, 4+b) ^= bits [7, 7+b), b = 3/2/1 for
 // 128B/64B/32B. Applied to the absolute shared-memory byte address, exactly as TMA writes and as
 // the MMA reads; an involution. The pattern repeats every 8 rows of `span` bytes (1024/512/256 B).
 FA4_SM100_HD constexpr u32 swizzle_address(u32 addr, Swizzle s) {
@@ -99,7 +99,7 @@ FA4_SM100_HD constexpr OperandStep mnmajor_step(Swizzle s, u32 k_rows, u32 k0) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// tcgen05 shared-memory matrix descriptor (sm100-ptx.md section 4).
+// tcgen05 shared-memory matrix descriptor (docs/blackwell-facts.md, shared memory descriptor).
 //   13:0 start >> 4 | 29:16 LBO >> 4 | 45:32 SBO >> 4 | 48:46 = 0b001 | 51:49 base offset |
 //   52 LBO mode | 63:61 layout type. Bits 15:14, 31:30, 60:53 are reserved (zero).
 FA4_SM100_HD constexpr u64 desc_encode(u32 bytes) { return (u64)((bytes & 0x3FFFFu) >> 4); }
@@ -196,8 +196,8 @@ FA4_SM100_HD constexpr u64 make_wgmma_desc(u32 smem_addr, u32 lbo_bytes, u32 sbo
 }
 
 // ---------------------------------------------------------------------------------------------
-// Instruction descriptor, kind::f16 (sm100-ptx.md section 3): 5:4 D format (F32 = 1), 9:7 A format,
-// 12:10 B format, 13/14 negate A/B, 15/16 A/B major (1 = MN-major), 22:17 N >> 3, 28:24 M >> 4.
+// Instruction descriptor, kind::f16 (docs/blackwell-facts.md, instruction descriptor): 5:4 D format (F32 = 1),
+// 9:7 A format, 12:10 B format, 13/14 negate A/B, 15/16 A/B major (1 = MN-major), 22:17 N >> 3, 28:24 M >> 4.
 FA4_SM100_HD constexpr u32 make_idesc_f16(u32 m, u32 n, Format ab, Major a_major, Major b_major) {
   return (1u << 4) | ((u32)ab << 7) | ((u32)ab << 10) | ((u32)a_major << 15) | ((u32)b_major << 16) |
          ((n >> 3) << 17) | ((m >> 4) << 24);

@@ -1,6 +1,6 @@
 // FlashAttention-4-style forward for Blackwell (sm_100a), and, with the same source, for sm_90a where the
 // tcgen05 wrappers emulate the PTX semantics. Every number comes from the generated fa4cfg:: preamble (the
-// Plan); docs/fa4-algorithm.md explains the algorithm, runtime/plan_sm100.cpp the numbers.
+// Plan); docs/fa4-algorithm.md explains the algorithm, runtime/backends/sm100/backend.cpp the numbers.
 //
 // One CTA = 2 Q tiles of 128 rows (packed rows: token * gqa_pack + head in pack) against all needed K/V
 // blocks of 128 rows. 16 warps:

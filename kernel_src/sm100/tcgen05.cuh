@@ -3,7 +3,7 @@
 //   sm_100a / sm_103a / sm_100f family  -> tcgen05_hw.cuh: the real PTX.
 //   any other target with __CUDA_ARCH__ >= 900 (sm_90a) -> tcgen05_emu.cuh: a software emulation of the
 //       PTX ISA semantics, strict where hardware is strict (violations printf a message and __trap()).
-// Facts: docs/sm100-ptx.md. Encodings and address math: sm100/descriptors.h.
+// Facts and sources: docs/blackwell-facts.md. Encodings and address math: sm100/descriptors.h.
 //
 // Contract for kernels (the FA4 kernel includes only common/ptx.cuh and this header):
 //  1. Every thread calls tmem_bind_scratch(args.tmem_scratch, args.tmem_scratch_bytes, mode, seed) at

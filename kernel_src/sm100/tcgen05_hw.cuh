@@ -1,5 +1,5 @@
 // tcgen05.cuh, hardware implementation (sm_100a family): one PTX instruction per function.
-// Included only by tcgen05.cuh; see the contract there. PTX forms: docs/sm100-ptx.md sections 1-6, 9.
+// Included only by tcgen05.cuh; see the contract there. PTX forms and sources: docs/blackwell-facts.md.
 #pragma once
 
 namespace fa4::sm100 {

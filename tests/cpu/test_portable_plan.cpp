@@ -1,4 +1,4 @@
-// Invariants of the portable kernel's Plan (runtime/plan_portable.cpp) for every supported configuration,
+// Invariants of the portable kernel's Plan (runtime/backends/portable/backend.cpp) for every supported configuration,
 // the reasons it gives for unsupported keys, and its launch shape.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Host-side checks of kernel_src/sm100/descriptors.h: the instruction and shared-memory descriptor
-// encodings (values from docs/sm100-ptx.md section 3), decode round trips and every rejection, the
+// encodings (values from docs/blackwell-facts.md, instruction descriptor), decode round trips and every rejection, the
 // swizzles, the canonical layouts (PTX ISA examples), and an address walk proving that the descriptors
 // built for TMA-loaded tiles read exactly the element TMA stored, for every layout fa4 uses.
 #include <gtest/gtest.h>

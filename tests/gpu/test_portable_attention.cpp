@@ -7,7 +7,7 @@
 // lengths {1, 17, 128, 1000, 4096} in every pairing (seqlen_q != seqlen_k both ways, so causal rows that
 // see no key occur); logits up to |q.k| ~ 1e4 (near one-hot softmax); LSE on and off; contiguous,
 // head-major, padded and packed-qkv strides; bf16 and fp16; a non-default softmax scale.
-// Tolerances: tests/common/attention_check.hpp.
+// Tolerances: verify/attention_check.hpp (why: docs/correctness.md).
 #include <tuple>
 
 #include "verify/attention_check.hpp"

@@ -1,6 +1,6 @@
 // The FA4 sm100 kernel on an H200: the same kernel source compiled for sm_90a, where the tcgen05 wrappers
 // emulate the PTX semantics (Backend::sm100_emulated). Every element is checked against the reference
-// (tests/common/attention_check.hpp). Each deliberate failure mode (DebugFault) must make the check FAIL;
+// (verify/attention_check.hpp). Each deliberate failure mode (DebugFault) must make the check FAIL;
 // the first-use self-check must catch a broken kernel and fall back to the portable one.
 #include <sys/wait.h>
 

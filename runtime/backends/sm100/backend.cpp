@@ -200,8 +200,8 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
 
   p.risks = {
       "TS-form P packing (element 2c in bits 15:0) and the accumulator lane map follow the PTX ISA reading in "
-      "sm100-ptx.md; the emulator encodes the same reading, so only a real sm_100 run can refute it: the first-use "
-      "self-check against the portable kernel catches a mismatch and falls back.",
+      "docs/blackwell-facts.md; the emulator encodes the same reading, so only a real sm_100 run can refute it: "
+      "the first-use self-check against the portable kernel catches a mismatch and falls back.",
       "setmaxnreg is skipped in emulated (sm_90a) builds: the emulated MMA issue runs in the 48-register MMA warp.",
       "Emulated causal plans are persistent (the same tile loop, walking tiles longest first), the hardware ones are not.",
       "Fallback: head_dim 32 and 256 and head-dim pairs other than (64,64), (96,96), (128,128), (192,128) use the "

@@ -1,4 +1,4 @@
-// PTX probes for the wrappers of sm100/ptx.cuh (native on sm_90a and sm_100a). Host side:
+// PTX probes for the wrappers of common/ptx.cuh (native on sm_90a and sm_100a). Host side:
 // tests/gpu/test_tma_probe.cpp; tests/cpu/test_sm100_compile.cpp compiles this file for both targets.
 //   tma_probe      : loads one swizzled box of a [batch, seq, head, dim] tensor into shared memory (poisoned
 //                    with 0xA5 first) and copies the raw bytes out, so the host can check every byte against

@@ -1,7 +1,7 @@
 // Test-only float32 reference attention on the GPU, deliberately simple and independent of the kernels
 // under test: one thread per (batch, q head, query row), two passes over the visible keys (max, then
 // exp-sum and the weighted V sum), natural exp/log, no tiling, no shared memory, no tensor cores.
-// Layout and semantics as in design.md: Q [b, s_q, h_q, d], K/V [b, s_k, h_kv, d(v)] with element
+// Layout and semantics as in docs/correctness.md: Q [b, s_q, h_q, d], K/V [b, s_k, h_kv, d(v)] with element
 // strides, causal bottom-right (row r sees keys c <= r + s_k - s_q), GQA kv head = h / (h_q / h_kv).
 // Outputs: O fp32 [b, s_q, h_q, dv] contiguous; LSE fp32 [b, h_q, s_q]; rows without keys: O = 0, LSE -inf.
 
