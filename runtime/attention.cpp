@@ -128,7 +128,7 @@ void check_dump_dir(const std::string& dir) {
 // Options rules, checked before the constructor creates anything (the disk cache directory included).
 Options checked(Options o) {
   check_enum("log_level", o.log_level, LogLevel::off);
-  check_enum("backend", o.backend, Backend::sm100_emulated);
+  check_enum("backend", o.backend, kLastBackend);
   check_enum("debug_fault", o.debug_fault, kLastDebugFault);
   check_enum("emulation", o.emulation, Emulation::adversarial);
   if (o.self_check_timeout_ms <= 0)

@@ -196,7 +196,7 @@ void validate_config(const KernelConfig& c) {
   if (c.dtype != DType::bf16 && c.dtype != DType::fp16)
     fail("dtype", "must be bf16 or fp16, got enum value " + std::to_string(static_cast<int>(c.dtype)));
   const int backend = static_cast<int>(c.backend);
-  if (backend < static_cast<int>(Backend::automatic) || backend > static_cast<int>(Backend::sm100_emulated))
+  if (backend < static_cast<int>(Backend::automatic) || backend > static_cast<int>(kLastBackend))
     fail("backend", "must be automatic, portable, sm100 or sm100_emulated, got enum value " + std::to_string(backend));
   if (c.head_dim <= 0) fail("head_dim", "must be > 0, got " + std::to_string(c.head_dim));
   if (c.head_dim_v < 0) fail("head_dim_v", "must be >= 0 (0 means head_dim), got " + std::to_string(c.head_dim_v));

@@ -3,11 +3,12 @@
 # build/ was built elsewhere and carried over (nothing is rebuilt here). Every stage is independent (one
 # failing does not stop the rest) and time-limited; logs and results are collected under $OUT.
 #
-#   tools/gpu_session.sh [STAGE...]      stages (run in this order): info tests oracle overhead attention compile
-#                                        groups: all (default), bench = overhead attention compile
+#   tools/gpu_session.sh [STAGE...]      stages (run in this order): info tests selftest oracle overhead attention
+#                                        compile; groups: all (default), bench = overhead attention compile
 # Environment:
 #   OUT                    where results go (default ./gpu-out); at most 8 files come back from there:
-#                          summary.txt, bench_attention.{md,json}, bench_compile.json, logs.tar.gz
+#                          summary.txt, selftest.md, emulated.txt, bench_attention.{md,json}, bench_compile.json,
+#                          logs.tar.gz
 #   FA4_BUILD_DIR          the carried build directory (default build)
 #   FA4_COMMIT             commit hash to record in the results (the copy here may have no .git)
 #   FA4_CACHE_DIR          kernel cache shared by the stages (default <build>/test-kernel-cache, the tests')
@@ -15,6 +16,7 @@
 #                          min(its own limit, what is left)
 #   GPU_SESSION_QUICK=1    the short attention sweep (3 sequence lengths per head dim)
 #   GPU_SESSION_CTEST_J    ctest parallelism (default 8)
+#   GPU_SESSION_TESTS_S    the tests stage's limit in seconds (default 330)
 set -u
 OUT=${OUT:-./gpu-out}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 1
@@ -33,14 +35,14 @@ fi
 export FA4_COMMIT
 
 # Stage selection.
-ALL_STAGES="info tests oracle overhead attention compile"
+ALL_STAGES="info tests selftest oracle overhead attention compile"
 selected=""
 [ $# -eq 0 ] && set -- all
 for arg in "$@"; do
   case "$arg" in
     all) selected="$selected $ALL_STAGES" ;;
     bench) selected="$selected overhead attention compile" ;;
-    info|tests|oracle|attention|overhead|compile) selected="$selected $arg" ;;
+    info|tests|selftest|oracle|attention|overhead|compile) selected="$selected $arg" ;;
     -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown stage '$arg' (stages: $ALL_STAGES; groups: all, bench)"; exit 2 ;;
   esac
@@ -117,8 +119,18 @@ fi
 if wanted tests; then
   [ -d "$BUILD/tests" ] || echo "WARNING: $BUILD/tests missing: was the build carried?"
   # The python oracle (label python) has its own stage.
-  run_stage tests 330 40 "tests passed|No tests were found" \
+  run_stage tests ${GPU_SESSION_TESTS_S:-330} 40 "tests passed|No tests were found" \
     bash -c "cd '$BUILD' && ctest -L gpu -LE python --no-tests=error --output-on-failure --timeout 240 -j ${GPU_SESSION_CTEST_J:-8}; rc=\$?; cp Testing/Temporary/LastTest.log '$LOGS/ctest-LastTest.log' 2>/dev/null; exit \$rc"
+fi
+
+if wanted tests; then
+  # Every emulated check's error line, the property test's seeds, the self-check verdicts: one file.
+  grep -hE "^\[(sm100-emulated|sm100-adversarial|property|self-check)\]" "$LOGS"/ctest-LastTest.log 2>/dev/null \
+    > "$OUT/emulated.txt" || true
+fi
+
+if wanted selftest; then
+  run_stage selftest 240 20 "PASS, .* FAIL|no CUDA" "$BUILD/fa4rt" selftest --out "$OUT/selftest.md"
 fi
 
 if wanted oracle; then

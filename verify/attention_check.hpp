@@ -65,9 +65,13 @@ struct CheckResult {
   double rel_l2 = 0;
   std::string failures;     // what failed, with the first offending elements
   std::string summary;      // one line for the log
+  std::vector<float> o;     // the output, [batch, seqlen_q, heads_q, head_dim_v] (to compare backends)
+  double kernel_ms = 0;     // median time of one run() on the device, when timing runs were asked for
 };
 
 // Runs the case's shape on `attention` (whose Plan must select `expected`) in the current context.
-CheckResult check_attention(Attention& attention, Backend expected, const Case& c, const Shape& shape, uint64_t seed);
+// With timing_runs > 0, the checked run is repeated that many times more, each timed with CUDA events.
+CheckResult check_attention(Attention& attention, Backend expected, const Case& c, const Shape& shape, uint64_t seed,
+                            int timing_runs = 0);
 
 }  // namespace fa4::verify

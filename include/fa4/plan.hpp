@@ -16,6 +16,7 @@ FA4_API const char* to_string(DType dtype);
 
 // Which kernel family runs. `automatic` picks sm100 on sm_100 devices and portable elsewhere.
 enum class Backend { automatic, portable, sm100, sm100_emulated };
+constexpr Backend kLastBackend = Backend::sm100_emulated;
 FA4_API const char* to_string(Backend backend);
 FA4_API Backend backend_from_string(const std::string& name);  // "auto", "portable", "sm100", "sm100_emulated"
 

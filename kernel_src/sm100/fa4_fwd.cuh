@@ -260,7 +260,7 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
   u32 pv_phase[2] = {0, 0};
   // PV_s reads P_s inside S_s's columns, and the next QK into S_s overwrites them. The PTX ISA orders two
   // MMAs of one thread only when they share accumulator and shape, so the QK waits for the PV's commit.
-  // Every QK into S_s but the CTA's first waits for the PV before it (few registers: this warp has 48).
+  // Every QK into S_s but the CTA's first waits for the PV before it (few registers: this warp has 56).
   u32 pv_done_phase = 0;  // bit s: parity of tile s's next PvDone phase
   auto await_pv = [&](int s) {
     if (kFault == Fault::assume_mma_order) return;

@@ -58,7 +58,7 @@ std::string describe_size(const DirectorySize& size);  // "12 kernels, 3.4 MB"
 
 // The commands (usage texts beside them).
 extern const char kInfoUsage[], kPrewarmUsage[], kPlanUsage[], kDumpUsage[], kResourcesUsage[], kCacheUsage[],
-    kBundleUsage[];
+    kBundleUsage[], kSelftestUsage[];
 int info(const std::vector<std::string>& args);
 int prewarm(const std::vector<std::string>& args);
 int plan(const std::vector<std::string>& args);
@@ -66,6 +66,7 @@ int dump(const std::vector<std::string>& args);
 int resources(const std::vector<std::string>& args);
 int cache(const std::vector<std::string>& args);   // cache_command.cpp
 int bundle(const std::vector<std::string>& args);
+int selftest(const std::vector<std::string>& args);  // selftest.cpp
 
 // What `prewarm` and `bundle` compile for one arch, one configuration per distinct kernel: every supported
 // configuration of the backend; with the automatic backend also the portable ones (the sm100 kernel's

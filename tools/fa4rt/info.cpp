@@ -63,12 +63,8 @@ void print_cache(const Options& options) {
             << ")\n";
 }
 
-// Whether a device of `arch` runs kernels of `backend` (the rule run() checks, runtime/attention.cpp).
-bool runnable(Backend backend, int arch) {
-  if (backend == Backend::sm100) return arch == 100 || arch == 103;
-  if (backend == Backend::sm100_emulated) return arch == 90;
-  return arch >= 80;
-}
+// Whether a device of `arch` runs kernels of `backend` (the backend's own rule, which run() checks).
+bool runnable(Backend backend, int arch) { return detail::backend_of(backend).cannot_run_on(arch).empty(); }
 
 // The backend run() would choose for each supported head-dim pair on each arch. Backend selection depends on
 // the arch and the head dims, so the eight dtype x causal x LSE variants share a row unless they differ.

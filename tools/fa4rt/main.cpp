@@ -26,6 +26,8 @@ const Command kCommands[] = {
     {"cache", "the disk cache: dir, ls, verify, prune, clear", fa4::cli::kCacheUsage, fa4::cli::cache},
     {"bundle", "compile archs x configurations into a read-only cache bundle to ship (no GPU needed)",
      fa4::cli::kBundleUsage, fa4::cli::bundle},
+    {"selftest", "check every configuration this GPU runs against the references and the other backends",
+     fa4::cli::kSelftestUsage, fa4::cli::selftest},
 };
 
 void print_help(std::ostream& out) {

@@ -86,7 +86,7 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   p.tile_n = kTile;
   p.q_tiles = kQTiles;
   // Static persistent scheduling for non-causal problems; causal grids launch every tile, longest first. The
-  // emulation always runs persistent: each resident CTA needs its own 260 KB TMEM slot.
+  // emulation always runs persistent: each resident CTA needs its own TMEM slot (kEmuTmemSlotBytes, 772 KiB).
   p.persistent = !key.causal || key.backend == Backend::sm100_emulated;
   p.soft_exp2_every = key.head_dim <= 128 ? 8 : 0;  // share of exp2 on the FMA pipe (FA4: 1 in 8 for d <= 128)
   p.rescale_threshold_log2 = 8;
@@ -102,7 +102,7 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   const int q_bytes = kQTiles * kTile * d * 2;
   const int o_bytes = kQTiles * kTile * dv * 2;
   const int slot_bytes = kTile * std::max(d, dv) * 2;  // K and V alternate in one ring of equal slots
-  // The emulator keeps 16 bytes of static shared memory, which pushes the 1024-aligned dynamic base by 1 KB.
+  // The emulator keeps a few bytes of static shared memory, which push the 1024-aligned dynamic base by 1 KB.
   const int budget = kSmemBudget - (key.backend == Backend::sm100_emulated ? 1024 : 0);
   const int stats_bytes = kQTiles * kTile * 2 * 4;  // mailbox: per tile and row, two floats
   auto barrier_bytes = [](int stages) { return 8 * (10 * kQTiles + 2 * stages); };  // the list below
@@ -202,7 +202,8 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
       "TS-form P packing (element 2c in bits 15:0) and the accumulator lane map follow the PTX ISA reading in "
       "docs/blackwell-facts.md; the emulator encodes the same reading, so only a real sm_100 run can refute it: "
       "the first-use self-check against the portable kernel catches a mismatch and falls back.",
-      "setmaxnreg is skipped in emulated (sm_90a) builds: the emulated MMA issue runs in the 48-register MMA warp.",
+      "setmaxnreg is skipped in emulated (sm_90a) builds: the emulated MMAs run in the MMA warp, which needs far more "
+      "than its hardware budget of " + std::to_string(r.other) + " registers.",
       "Emulated causal plans are persistent (the same tile loop, walking tiles longest first), the hardware ones are not.",
       "Fallback: head_dim 32 and 256 and head-dim pairs other than (64,64), (96,96), (128,128), (192,128) use the "
       "portable kernel.",
@@ -213,7 +214,7 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
       "reference (a mismatch falsifies the in-order assumption) and time both builds; only if it holds and the gap "
       "matters, adopt it as a named hardware assumption.",
       "Bounded waits: a barrier wait longer than " + std::to_string(p.wait_timeout_ms) +
-          " ms traps with the barrier's name (a preempted or debugged kernel could trip it).",
+          " ms traps (emulated builds first print the barrier's name); a preempted or debugged kernel could trip it.",
   };
   if (o_aliases_q) p.risks.push_back("O is staged over Q: the next tile's Q load waits for the previous O store.");
   return p;
