@@ -17,9 +17,8 @@
 //                issue order): reversed, or a seeded random order. tcgen05.st data lands in TMEM only at
 //                tcgen05.wait::st; tcgen05.ld destinations hold NaN until tcgen05.wait::ld, which reads TMEM
 //                then. And the fence discipline is checked: a tcgen05 operation after a thread sync needs
-//                tcgen05.fence::after_thread_sync in between; a thread's arrive after tcgen05 work (an
-//                operation, or completion acquired through fence::after_thread_sync) needs
-//                tcgen05.fence::before_thread_sync in between. Kernels report their syncs with
+//                tcgen05.fence::after_thread_sync in between; a thread's arrive after a tcgen05 operation
+//                (ld, st, mma, commit) needs tcgen05.fence::before_thread_sync in between. Kernels report their syncs with
 //                tcgen05_thread_waited() / tcgen05_thread_arrives().
 #pragma once
 
@@ -71,7 +70,7 @@ struct ThreadState {
   u32 st_data[kPendingStWords];
 };
 static_assert(sizeof(ThreadState) <= kEmuThreadStateBytes, "emulated thread state exceeds its reserved bytes");
-constexpr u32 kTouched = 1;  // tcgen05 work since the last fence::before_thread_sync
+constexpr u32 kTouched = 1;  // a tcgen05 operation since the last fence::before_thread_sync
 constexpr u32 kSynced = 2;   // a thread sync since the last fence::after_thread_sync
 
 constexpr u32 kFullMask = 0xFFFFFFFFu;
@@ -640,14 +639,9 @@ __device__ __forceinline__ void tcgen05_fence_before_thread_sync() {
   if (emu::adversarial()) emu::thread_state()->flags &= ~emu::kTouched;
 }
 
-// Completion acquired here counts as tcgen05 work for the fence discipline: relaying it to another thread
-// needs fence::before_thread_sync first.
 __device__ __forceinline__ void tcgen05_fence_after_thread_sync() {
   __threadfence_block();
-  if (emu::adversarial()) {
-    emu::ThreadState* t = emu::thread_state();
-    t->flags = (t->flags & ~emu::kSynced) | emu::kTouched;
-  }
+  if (emu::adversarial()) emu::thread_state()->flags &= ~emu::kSynced;
 }
 
 __device__ __forceinline__ void tcgen05_thread_waited() {

@@ -133,6 +133,7 @@ int selftest(const std::vector<std::string>& args) {
         << "|---|---|---|---|---|---|---|\n";
   std::cout << table.str() << std::flush;
   int passed = 0, failed = 0;
+  std::string context_lost;  // a kernel fault leaves every context of this process unusable
   const auto start = std::chrono::steady_clock::now();
   for (const KernelConfig& c : supported_configs(Backend::portable, arch)) {
     std::vector<std::vector<float>> portable_out;  // per problem, from the first run (portable)
@@ -146,6 +147,12 @@ int selftest(const std::vector<std::string>& args) {
       o.self_check = false;  // this is the check
       std::ostringstream row;
       row << "| " << config_name(c) << " | " << run.backend << " | ";
+      if (!context_lost.empty()) {
+        row << "- | - | - | - | NOT RUN |";
+        ++failed;
+        table << row.str() << "\n";
+        continue;
+      }
       bool ok = true;
       double ms = 0, vs_portable = 0;
       std::string errors[2] = {"-", "-"}, problem_failures;
@@ -166,6 +173,10 @@ int selftest(const std::vector<std::string>& args) {
             for (size_t e = 0; e < r.o.size(); ++e) vs_portable = std::max(vs_portable, double(std::fabs(r.o[e] - portable_out[i][e])));
           }
         }
+      } catch (const Error& e) {
+        ok = false;
+        problem_failures = std::string(" ") + e.what();
+        if (e.code() == ErrorCode::cuda_error) context_lost = config_name(c) + " on " + run.backend + ": " + e.what();
       } catch (const std::exception& e) {
         ok = false;
         problem_failures = std::string(" ") + e.what();
@@ -184,6 +195,8 @@ int selftest(const std::vector<std::string>& args) {
   summary << "\n" << passed + failed << " configuration x backend rows: " << passed << " PASS, " << failed << " FAIL in "
           << std::fixed << std::setprecision(0) << seconds << " s (" << std::put_time(std::gmtime(&now), "%Y-%m-%d %H:%M UTC")
           << ")\n";
+  if (!context_lost.empty())
+    summary << "The CUDA context was lost (" << context_lost << "); the rows after it did not run.\n";
   table << summary.str();
   std::cout << summary.str();
   std::ofstream file(out_path);
