@@ -265,6 +265,7 @@ int run_self_check_child(const std::vector<std::string>& args) {
     }
     if (device.empty() || expected.empty() || config.backend == Backend::automatic)
       throw Error(ErrorCode::invalid_argument, "needs --device, --expect and an explicit --backend");
+    options.backend = config.backend;  // run() selects through the Options: the candidate must be this backend
 
     const DriverApi& d = driver();
     CUdevice dev = 0;
@@ -286,7 +287,12 @@ int run_self_check_child(const std::vector<std::string>& args) {
       throw Error(ErrorCode::internal, "selected " + key.name() + " where the parent expects " + expected);
 
     const std::string disagreement = compare_with_reference(key, sm_count, [&](bool is_candidate, const Problem& problem, CUstream s) {
-      (is_candidate ? candidate : reference).run(problem.params, s);
+      Attention& a = is_candidate ? candidate : reference;
+      const KernelKey ran = a.plan(problem.params).key;
+      if (is_candidate ? ran.name() != expected : ran.backend != Backend::portable)
+        throw Error(ErrorCode::internal, "the check would run " + ran.name() + " as the " +
+                                             (is_candidate ? "candidate " + expected : std::string("portable reference")));
+      a.run(problem.params, s);
     });
     const AttentionParams p = self_check_problem(key, sm_count);
     std::ostringstream shape;

@@ -125,7 +125,7 @@ fi
 
 if wanted tests; then
   # Every emulated check's error line, the property test's seeds, the self-check verdicts: one file.
-  grep -hE "^\[(sm100-emulated|sm100-adversarial|property|self-check)\]" "$LOGS"/ctest-LastTest.log 2>/dev/null \
+  grep -hE "^\[(sm100-emulated|sm100-adversarial|property|self-check|fault)\]" "$LOGS"/ctest-LastTest.log 2>/dev/null \
     > "$OUT/emulated.txt" || true
 fi
 

@@ -3,7 +3,10 @@
 // (verify/attention_check.hpp). Each deliberate failure mode (DebugFault) must make the check FAIL;
 // the first-use self-check must catch a broken kernel and fall back to the portable one.
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
 #include <sstream>
 
 #include "verify/attention_check.hpp"
@@ -129,19 +132,25 @@ INSTANTIATE_TEST_SUITE_P(Coverage, Sm100Attention,
 // ---- failure modes: each deliberate defect must make the emulated check fail ----------------------------
 constexpr int kExitWrongResult = 3, kExitCudaError = 4;
 
-// Runs in the death-test child: a fresh process, so a trap cannot take the parent's context with it.
-[[noreturn]] void run_with_fault(DebugFault fault, Emulation mode, const Case& c) {
+// Runs in the death-test child: a fresh process, so a trap cannot take the parent's context with it. What it
+// saw goes to `report` (the parent prints it: how each defect was caught).
+[[noreturn]] void run_with_fault(DebugFault fault, Emulation mode, const Case& c, const std::string& report) {
+  std::ostringstream line;
+  int code = 1;
   try {
     PrimaryContext context;
     Attention attention(emulated(false, fault, mode));
     const CheckResult r = check_attention(attention, Backend::sm100_emulated, c, c.shapes.front(), 11);
-    std::fprintf(stderr, "%s (%s): %s%s\n", to_string(fault), to_string(mode), r.summary.c_str(),
-                 r.failures.substr(0, 600).c_str());
-    std::exit(r.passed ? 0 : kExitWrongResult);
+    line << (r.passed ? "passed: " : "wrong results: ") << r.summary << r.failures.substr(0, 300);
+    code = r.passed ? 0 : kExitWrongResult;
   } catch (const Error& e) {
-    std::fprintf(stderr, "%s (%s): %s\n", to_string(fault), to_string(mode), e.what());
-    std::exit(e.code() == ErrorCode::cuda_error ? kExitCudaError : 1);
+    line << (e.code() == ErrorCode::cuda_error ? "the kernel trapped: " : "error: ") << e.what();
+    code = e.code() == ErrorCode::cuda_error ? kExitCudaError : 1;
   }
+  std::string text = line.str();
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  std::ofstream(report) << text << "\n";
+  std::exit(code);
 }
 
 Case fault_case(DebugFault fault) {
@@ -175,9 +184,18 @@ TEST_P(Sm100FaultDeathTest, EmulatedCheckCatchesTheDefectInTheModesThatMust) {
     if (!run.caught) return code == 0;
     return code == kExitWrongResult || code == kExitCudaError;
   };
-  EXPECT_EXIT(run_with_fault(run.fault, run.mode, fault_case(run.fault)), outcome, "")
+  // The death test's child re-runs this body in a new process (threadsafe style): name the file after the
+  // parent's pid, which the child sees as its parent's.
+  const bool in_child = !GTEST_FLAG_GET(internal_run_death_test).empty();
+  const std::string report = "/tmp/fa4rt-fault-report-" + std::to_string(in_child ? getppid() : getpid()) + "-" +
+                             to_string(run.fault) + "-" + to_string(run.mode);
+  EXPECT_EXIT(run_with_fault(run.fault, run.mode, fault_case(run.fault), report), outcome, "")
       << to_string(run.fault) << " in " << to_string(run.mode) << " emulation: "
       << (run.caught ? "went unnoticed" : "was expected to pass (the strict emulator runs in issue order)");
+  std::string seen;
+  std::getline(std::ifstream(report), seen);
+  std::remove(report.c_str());
+  std::cout << "[fault] " << to_string(run.fault) << " (" << to_string(run.mode) << "): " << seen << "\n";
 }
 
 // The arithmetic defects fail in both modes. The ordering defects rely on what the PTX ISA does not promise:
