@@ -35,10 +35,11 @@ namespace {
 struct KeyHash {
   size_t operator()(const KernelKey& k) const {
     size_t h = static_cast<size_t>(k.backend);
-    for (long long v : {static_cast<long long>(k.arch), static_cast<long long>(k.variant), static_cast<long long>(k.dtype),
-                        static_cast<long long>(k.head_dim), static_cast<long long>(k.head_dim_v),
-                        static_cast<long long>(k.causal), static_cast<long long>(k.lse), static_cast<long long>(k.gqa_pack),
-                        static_cast<long long>(k.fault)})
+    for (long long v : {static_cast<long long>(k.op), static_cast<long long>(k.arch), static_cast<long long>(k.variant),
+                        static_cast<long long>(k.dtype), static_cast<long long>(k.head_dim),
+                        static_cast<long long>(k.head_dim_v), static_cast<long long>(k.causal), static_cast<long long>(k.lse),
+                        static_cast<long long>(k.gqa_pack), static_cast<long long>(k.varlen), static_cast<long long>(k.paged),
+                        static_cast<long long>(k.split), static_cast<long long>(k.fault)})
       h = h * 1000003u ^ static_cast<size_t>(v);
     return h;
   }
@@ -357,9 +358,32 @@ struct Attention::Impl {
     return s;
   }
 
-  void launch(const Loaded& k, const Problem& problem, ContextState& ctx, CUstream stream) {
+  // The kernel of `key` ready to launch in this context (loaded on first use, its fallback when it failed
+  // its check). Outside a capture only: loading during one would invalidate it.
+  const Loaded& ready(ContextState& ctx, const KernelKey& key, const KernelConfig& config, const Problem* problem,
+                      CUstream stream) {
+    const Loaded* k = find_loaded(ctx.id, key);
+    if (!k) {
+      check_supported(key);
+      check_runnable(key.backend, ctx.device.arch);
+      if (problem) check_index_range(make_plan(key), *problem);  // before compiling; launches check again
+      if (capturing(stream))
+        throw Error(ErrorCode::graph_capture, key.name() + " is not loaded in this context and the stream is being captured: "
+                                                           "compiling or loading a module would invalidate the capture; "
+                                                           "prewarm this configuration (or run it once) before capturing");
+      k = &load(ctx, key, config);
+    }
+    return k->fallback ? *k->fallback : *k;
+  }
+
+  void launch(const Loaded& k, const Problem& problem, ContextState& ctx, CUstream stream, void* workspace = nullptr) {
     const Plan& plan = k.built->plan;
     PreparedLaunch l = prepare_launch(plan, problem, ctx.device.sm_count);
+    if (plan.key.split) {  // the partial states go to the workspace: O, then the LSEs
+      const SplitLayout layout = split_layout(plan, problem);
+      l.args.o_partial = static_cast<float*>(workspace);
+      l.args.lse_partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + layout.o_bytes);
+    }
     if (plan.scratch_bytes_per_cta) {
       const ContextState::Scratch& s = scratch_for(ctx, l.scratch_bytes(plan), stream);
       l.args.tmem_scratch = reinterpret_cast<void*>(s.ptr);
@@ -406,22 +430,51 @@ const Options& Attention::options() const { return impl_->options; }
 void Attention::run(const AttentionParams& params, CUstream stream) {
   const Problem problem = validate(params);
   ContextState& ctx = impl_->context_state(validate_on_device(stream));
-  const KernelKey key = impl_->select(problem, ctx.device.arch);
-  const Loaded* k = impl_->find_loaded(ctx.id, key);
-  if (!k) {
-    check_supported(key);
-    check_runnable(key.backend, ctx.device.arch);
-    check_index_range(make_plan(key), problem);  // before compiling; launch() checks the plan it launches again
-    if (capturing(stream))
-      throw Error(ErrorCode::graph_capture, key.name() + " is not loaded in this context and the stream is being captured: "
-                                                         "compiling or loading a module would invalidate the capture; "
-                                                         "prewarm this configuration (or run it once) before capturing");
-    KernelConfig config;
-    impl_->select(problem, ctx.device.arch, &config);
-    k = &impl_->load(ctx, key, config);
+  KernelConfig config;
+  const KernelKey key = impl_->select(problem, ctx.device.arch, &config);
+  const Loaded& k = impl_->ready(ctx, key, config, &problem, stream);
+  if (!problem.split) {
+    impl_->launch(k, problem, ctx, stream);
+    return;
   }
-  if (k->fallback) k = k->fallback;
-  impl_->launch(*k, problem, ctx, stream);
+  // Split-KV: the parts into the workspace, then their merge into O (and the LSE). Both kernels are ready and
+  // the workspace is big enough before anything is launched.
+  const Plan& plan = k.built->plan;
+  const size_t needed = split_layout(plan, problem).bytes();
+  if (params.workspace_bytes < needed)
+    throw Error(ErrorCode::invalid_argument, "workspace_bytes: split-KV needs " + std::to_string(needed) +
+                                                 " bytes here (Attention::workspace_size), got " +
+                                                 std::to_string(params.workspace_bytes));
+  const KernelKey merge_key = combine_key(plan.key, ctx.device.arch, /*f32_states=*/true);
+  const Loaded& merge = impl_->ready(ctx, merge_key, combine_config(merge_key), nullptr, stream);
+  impl_->launch(k, problem, ctx, stream, params.workspace);
+  enqueue_combine(merge.built->plan, split_combine_args(plan, problem, params.workspace), merge.function,
+                  ctx.device.sm_count, stream);
+}
+
+size_t Attention::workspace_size(const AttentionParams& params) const {
+  AttentionParams with = params;
+  if (!with.workspace) {  // as if one were given: the size it must have
+    with.workspace = reinterpret_cast<void*>(uintptr_t{256});
+    with.workspace_bytes = 0;
+  }
+  const Problem problem = validate(with);
+  if (!problem.split) return 0;
+  ContextState& ctx = impl_->context_state(validate_on_device(nullptr));
+  return split_layout(make_plan(impl_->select(problem, ctx.device.arch)), problem).bytes();
+}
+
+void Attention::merge(const MergeParams& params, CUstream stream) {
+  const MergeProblem problem = validate_merge(params);
+  ContextState& ctx = impl_->context_state(validate_on_device(stream));
+  KernelKey key;
+  key.op = KernelOp::combine;
+  key.dtype = params.dtype;
+  key.head_dim = key.head_dim_v = static_cast<int>(params.head_dim_v);
+  key.lse = params.lse != nullptr;
+  key = combine_key(key, ctx.device.arch, /*f32_states=*/false);
+  const Loaded& merge = impl_->ready(ctx, key, combine_config(key), nullptr, stream);
+  enqueue_combine(merge.built->plan, merge_args(problem), merge.function, ctx.device.sm_count, stream);
 }
 
 PrewarmReport Attention::prewarm(const std::vector<KernelConfig>& configs) { return prewarm(configs, nullptr); }

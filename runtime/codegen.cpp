@@ -75,6 +75,9 @@ std::string generate_preamble(const Plan& plan) {
   p.flag("kCausal", key.causal);
   p.flag("kWriteLse", key.lse);
   p.constant("int", "kGqaPack", key.gqa_pack);
+  p.flag("kPaged", key.paged);
+  p.flag("kSplit", key.split && key.op == KernelOp::attention);
+  p.flag("kCombineF32States", key.split && key.op == KernelOp::combine);
   p.flag("kEmulated", key.backend == Backend::sm100_emulated);
   p.constant("int", "kDebugFault", static_cast<int>(key.fault));
   p.constant("int", "kThreads", plan.threads);

@@ -2,6 +2,8 @@
 // maps and cuLaunchKernelEx. Everything backend-specific comes from the backend's object.
 #include "runtime/launch.hpp"
 
+#include <algorithm>
+
 #include "runtime/backend.hpp"
 #include "runtime/driver.hpp"
 
@@ -38,6 +40,34 @@ namespace {
 //    token + seqlen_k, summed before seqlen_q is subtracted (fa4_fwd.cuh softmax_role);
 //  - work tiles: ceil(rows / rows per CTA) * heads_q / pack * batch (tile index, grid size).
 // Offsets into tensors and the LSE are 64-bit in both kernels.
+int max_splits(const Plan& plan, const Problem& problem) {
+  const AttentionParams& p = problem.params;
+  if (!plan.key.split) return 1;
+  if (p.num_splits > 0) return p.num_splits;
+  const long long blocks = (p.seqlen_k + plan.tile_n - 1) / plan.tile_n;  // the longest sequence's
+  return static_cast<int>(std::max(1LL, (blocks + plan.split_blocks - 1) / plan.split_blocks));
+}
+
+// Work tiles of one (head group, sequence): every m block, times the parts of a split-KV kernel (with
+// num_splits 0 only the first m block is cut: see flash_fwd.cuh's tile_of).
+long long tiles_per_head(const Plan& plan, const Problem& problem, long long m_blocks) {
+  if (!plan.key.split) return m_blocks;
+  const long long splits = max_splits(plan, problem);
+  return problem.params.num_splits > 0 ? m_blocks * splits : m_blocks + splits - 1;
+}
+
+SplitLayout split_layout(const Plan& plan, const Problem& problem) {
+  SplitLayout l;
+  l.max_splits = max_splits(plan, problem);
+  if (!plan.key.split) return l;
+  const auto align = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  const size_t states = static_cast<size_t>(l.max_splits) * static_cast<size_t>(problem.rows) *
+                        static_cast<size_t>(problem.params.heads_q);
+  l.o_bytes = align(states * static_cast<size_t>(problem.params.head_dim_v) * 4);
+  l.lse_bytes = align(states * 4);
+  return l;
+}
+
 void check_index_range(const Plan& plan, const Problem& problem) {
   constexpr long long kIntMax = 0x7fffffffLL;
   const AttentionParams& p = problem.params;
@@ -63,14 +93,14 @@ void check_index_range(const Plan& plan, const Problem& problem) {
     const long long last_row = m_blocks * rows_per_cta - 1;
     const bool portable = plan.key.backend == Backend::portable;
     // The largest seqlen_k whose causal limit for that row fits.
-    const long long max_k = portable ? kIntMax - last_row + p.seqlen_q : kIntMax - last_row / pack;
+    const long long max_k = portable ? kIntMax - last_row / pack + p.seqlen_q : kIntMax - last_row / pack;
     if (p.seqlen_k > max_k)
       too_large("seqlen_k", "must be at most " + std::to_string(max_k) + " with causal masking and seqlen_q " +
                                 std::to_string(p.seqlen_q) + " for " + kernel() + " (its 32-bit causal limit " +
-                                (portable ? "row + seqlen_k - seqlen_q" : "token + seqlen_k") +
+                                (portable ? "token + seqlen_k - seqlen_q" : "token + seqlen_k") +
                                 " reaches that for the last padded row), got " + std::to_string(p.seqlen_k));
   }
-  const long long tiles = m_blocks * (p.heads_q / pack) * p.batch;
+  const long long tiles = tiles_per_head(plan, problem, m_blocks) * (p.heads_q / pack) * p.batch;
   if (tiles > kIntMax)
     too_large("batch * heads_q * ceil(seqlen_q / " + std::to_string(rows_per_cta) + ")",
               "must be below 2^31 work tiles, got " + std::to_string(tiles));
@@ -83,7 +113,11 @@ void fill_schedule(const Plan& plan, const Problem& problem, fa4k::AttentionArgs
   const long long rows_per_cta = static_cast<long long>(plan.tile_m) * plan.q_tiles;
   const long long m_blocks = (p.seqlen_q * pack + rows_per_cta - 1) / rows_per_cta;
   args.num_m_blocks = static_cast<int>(m_blocks);
-  args.total_tiles = static_cast<int>(m_blocks * (p.heads_q / pack) * p.batch);
+  args.total_tiles = static_cast<int>(tiles_per_head(plan, problem, m_blocks) * (p.heads_q / pack) * p.batch);
+  if (plan.key.split) {
+    args.split_blocks = plan.split_blocks;
+    args.max_splits = split_layout(plan, problem).max_splits;
+  }
 }
 
 LaunchShape launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count) {
@@ -109,6 +143,109 @@ void enqueue(const PreparedLaunch& launch, const Plan& plan, const Problem& prob
   for (int i = 0; i < map_count; ++i) params[1 + i] = &maps[i];
   const LaunchConfig config(launch.shape, stream);
   check_cu(driver().cuLaunchKernelEx(config.get(), function, params, nullptr), "cuLaunchKernelEx");
+}
+
+KernelKey combine_key(const KernelKey& of, int device_arch, bool f32_states) {
+  KernelKey k;
+  k.op = KernelOp::combine;
+  k.backend = Backend::portable;
+  k.arch = device_arch;
+  k.dtype = of.dtype;
+  k.head_dim = k.head_dim_v = of.head_dim_v;
+  k.lse = of.lse;
+  k.split = f32_states;
+  return k;
+}
+
+KernelConfig combine_config(const KernelKey& combine) {
+  KernelConfig c;
+  c.dtype = combine.dtype;
+  c.head_dim = c.head_dim_v = combine.head_dim_v;
+  c.lse = combine.lse;
+  c.backend = Backend::portable;
+  c.arch = combine.arch;
+  return c;
+}
+
+namespace {
+
+// Where row r of a state, and of the output, lives: dense [batch, seq, heads, dv] / LSE [batch, heads, seq],
+// or ragged [total, heads, dv] / LSE [heads, total] (the combine kernel then takes batch 0, token = row).
+void set_lse_layout(long long rows, long long seqlen, long long heads, bool ragged, long long& batch, long long& head,
+                    long long& row) {
+  batch = ragged ? 0 : heads * seqlen;
+  head = ragged ? rows : seqlen;
+  row = 1;
+}
+
+}  // namespace
+
+fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, void* workspace) {
+  const AttentionParams& p = problem.params;
+  const SplitLayout layout = split_layout(plan, problem);
+  fa4k::CombineArgs a{};
+  const long long rows = problem.rows, heads = p.heads_q, dv = p.head_dim_v;
+  a.state_o[0] = workspace;
+  a.state_lse[0] = reinterpret_cast<const float*>(static_cast<const char*>(workspace) + layout.o_bytes);
+  a.o_state_stride = rows * heads * dv;  // fp32 [split][rows][heads][dv]
+  a.lse_state_stride = heads * rows;     // fp32 [split][heads][rows]
+  a.n_states = layout.max_splits;
+  a.state_layout = {nullptr, static_cast<long long>(p.seqlen_q) * heads * dv, heads * dv, dv};
+  a.lse_batch_stride = p.seqlen_q;
+  a.lse_head_stride = rows;
+  a.lse_row_stride = 1;
+  a.o = {p.o, p.o_stride.batch, p.o_stride.seq, p.o_stride.head};
+  a.lse = p.return_lse ? p.lse : nullptr;
+  set_lse_layout(rows, p.seqlen_q, heads, p.cu_seqlens_q != nullptr, a.out_lse_batch_stride, a.out_lse_head_stride,
+                 a.out_lse_row_stride);
+  a.batch = static_cast<int>(p.batch);
+  a.seqlen = static_cast<int>(p.seqlen_q);
+  a.heads = static_cast<int>(heads);
+  a.total_rows = static_cast<int>(p.total_q);
+  a.cu_seqlens = p.cu_seqlens_q;
+  a.split = 1;
+  a.cu_seqlens_k = p.cu_seqlens_k;
+  a.seqused_k = p.seqused_k;
+  a.seqlen_k = static_cast<int>(p.seqlen_k);
+  a.num_splits = p.num_splits;
+  a.split_blocks = plan.split_blocks;
+  a.pack = plan.key.gqa_pack;
+  a.tile_m = plan.tile_m;
+  a.tile_n = plan.tile_n;
+  return a;
+}
+
+fa4k::CombineArgs merge_args(const MergeProblem& problem) {
+  const MergeParams& p = problem.params;
+  fa4k::CombineArgs a{};
+  for (size_t s = 0; s < p.states.size(); ++s) {
+    a.state_o[s] = p.states[s].o;
+    a.state_lse[s] = p.states[s].lse;
+  }
+  a.n_states = static_cast<int>(p.states.size());
+  a.state_layout = {nullptr, p.state_stride.batch, p.state_stride.seq, p.state_stride.head};
+  const bool ragged = p.cu_seqlens != nullptr;
+  set_lse_layout(problem.rows, p.seqlen, p.heads, ragged, a.lse_batch_stride, a.lse_head_stride, a.lse_row_stride);
+  a.o = {p.o, p.o_stride.batch, p.o_stride.seq, p.o_stride.head};
+  a.lse = p.lse;
+  set_lse_layout(problem.rows, p.seqlen, p.heads, ragged, a.out_lse_batch_stride, a.out_lse_head_stride, a.out_lse_row_stride);
+  a.batch = static_cast<int>(p.batch);
+  a.seqlen = static_cast<int>(p.seqlen);
+  a.heads = static_cast<int>(p.heads);
+  a.total_rows = static_cast<int>(p.total);
+  a.cu_seqlens = p.cu_seqlens;
+  return a;
+}
+
+void enqueue_combine(const Plan& plan, const fa4k::CombineArgs& args, CUfunction function, int sm_count, CUstream stream) {
+  const long long rows = args.cu_seqlens ? args.total_rows : static_cast<long long>(args.batch) * args.seqlen;
+  const long long warps = rows * args.heads, per_cta = plan.threads / 32;
+  LaunchShape shape;
+  shape.grid[0] = static_cast<unsigned>(std::max(1LL, std::min((warps + per_cta - 1) / per_cta, 16LL * std::max(sm_count, 1))));
+  shape.block[0] = static_cast<unsigned>(plan.threads);
+  void* params[] = {const_cast<fa4k::CombineArgs*>(&args)};
+  const LaunchConfig config(shape, stream);
+  check_cu(driver().cuLaunchKernelEx(config.get(), function, params, nullptr), "cuLaunchKernelEx (combine)");
 }
 
 LaunchConfig::LaunchConfig(const LaunchShape& shape, CUstream stream) {

@@ -16,6 +16,27 @@ struct DeviceInfo {
 };
 DeviceInfo read_device_info(CUdevice device);
 
+// Split-KV: the most parts any sequence can have, and the workspace they take (partial O, then partial LSE,
+// each 256-byte aligned).
+struct SplitLayout {
+  int max_splits = 1;
+  size_t o_bytes = 0, lse_bytes = 0;
+  size_t bytes() const { return o_bytes + lse_bytes; }
+};
+SplitLayout split_layout(const Plan& plan, const Problem& problem);
+int max_splits(const Plan& plan, const Problem& problem);
+long long tiles_per_head(const Plan& plan, const Problem& problem, long long m_blocks);
+
+// The combine kernel that merges partial states of an attention key's output (dtype, dv, LSE): fp32 states
+// (after split-KV) or 16-bit ones (Attention::merge). Portable: it runs on every device.
+KernelKey combine_key(const KernelKey& of, int device_arch, bool f32_states);
+KernelConfig combine_config(const KernelKey& combine);
+// Its arguments after a split-KV launch of `plan` (the states in `workspace`), and for a merge.
+fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, void* workspace);
+fa4k::CombineArgs merge_args(const MergeProblem& problem);
+// Launches the combine kernel over every (row, head) (a grid-stride loop, a few CTAs per SM).
+void enqueue_combine(const Plan& plan, const fa4k::CombineArgs& args, CUfunction function, int sm_count, CUstream stream);
+
 // Throws Error(invalid_argument) naming the field when the kernel of this plan would overflow its 32-bit
 // index arithmetic on this problem (key blocks, packed rows, causal limits, work tiles).
 void check_index_range(const Plan& plan, const Problem& problem);

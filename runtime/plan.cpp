@@ -70,19 +70,23 @@ std::string KernelKey::target() const {
 
 std::string KernelKey::name() const {
   std::ostringstream s;
-  s << to_string(backend) << "_sm" << target().substr(3) << "_" << to_string(dtype) << "_d" << head_dim;
+  s << to_string(backend) << "_sm" << target().substr(3) << (op == KernelOp::combine ? "_combine" : "") << "_"
+    << to_string(dtype) << "_d" << head_dim;
   if (head_dim_v != head_dim) s << "_dv" << head_dim_v;
   if (causal) s << "_causal";
   if (lse) s << "_lse";
   if (gqa_pack != 1) s << "_gqa" << gqa_pack;
+  if (varlen) s << "_varlen";
+  if (paged) s << "_paged";
+  if (split) s << (op == KernelOp::combine ? "_f32states" : "_split");
   if (fault != DebugFault::none) s << "_fault_" << to_string(fault);
   return s.str();
 }
 
 bool KernelKey::operator==(const KernelKey& o) const {
-  return backend == o.backend && arch == o.arch && variant == o.variant && dtype == o.dtype && head_dim == o.head_dim &&
-         head_dim_v == o.head_dim_v && causal == o.causal && lse == o.lse && gqa_pack == o.gqa_pack &&
-         fault == o.fault;
+  return op == o.op && backend == o.backend && arch == o.arch && variant == o.variant && dtype == o.dtype &&
+         head_dim == o.head_dim && head_dim_v == o.head_dim_v && causal == o.causal && lse == o.lse &&
+         gqa_pack == o.gqa_pack && varlen == o.varlen && paged == o.paged && split == o.split && fault == o.fault;
 }
 
 int Plan::registers_total() const {
@@ -96,7 +100,8 @@ std::string KernelConfig::name() const {
   s << to_string(backend) << "/" << (arch ? "sm" + std::to_string(arch) : std::string("current")) << "/"
     << to_string(dtype) << "/d" << head_dim;
   if (head_dim_v && head_dim_v != head_dim) s << "x" << head_dim_v;
-  s << (causal ? "/causal" : "/full") << (lse ? "/lse" : "") << "/qh_per_kv" << q_heads_per_kv;
+  s << (causal ? "/causal" : "/full") << (lse ? "/lse" : "") << "/qh_per_kv" << q_heads_per_kv << (varlen ? "/varlen" : "")
+    << (paged ? "/paged" : "") << (split ? "/split" : "");
   return s.str();
 }
 

@@ -11,6 +11,10 @@ namespace fa4::detail {
 struct Problem {
   AttentionParams params;  // head_dim_v, strides and softmax_scale resolved
   int q_heads_per_kv = 1;
+  bool varlen = false;     // per-sequence lengths on the device (cu_seqlens_q/k, seqused_k)
+  bool paged = false;      // K/V through a page table
+  bool split = false;      // split-KV kernel and combine (num_splits > 1, or 0 with a workspace)
+  int64_t rows = 0;        // query rows of all sequences: total_q when ragged, else batch * seqlen_q
 };
 
 // Host-side rules: sizes, head dims, dtype, strides, overlap, alignment, overflow. Throws
@@ -26,5 +30,12 @@ CUcontext validate_on_device(CUstream stream);
 
 // The kernel argument block for a problem (pointers, strides, sizes, scales).
 fa4k::AttentionArgs make_kernel_args(const Problem& problem);
+
+// A validated merge: MergeParams with strides resolved.
+struct MergeProblem {
+  MergeParams params;
+  int64_t rows = 0;  // total when ragged, else batch * seqlen
+};
+MergeProblem validate_merge(const MergeParams& params);
 
 }  // namespace fa4::detail

@@ -24,6 +24,9 @@ KernelKey key_of(const KernelBackend& backend, const KernelConfig& config, int d
   base.head_dim_v = config.head_dim_v ? config.head_dim_v : config.head_dim;
   base.causal = config.causal;
   base.lse = config.lse;
+  base.varlen = config.varlen;
+  base.paged = config.paged;
+  base.split = config.split;
   return backend.key(base, config, device_arch);
 }
 
@@ -95,6 +98,9 @@ KernelConfig config_of(const Problem& problem, Backend backend, int device_arch)
   c.causal = p.causal;
   c.lse = p.return_lse;
   c.q_heads_per_kv = problem.q_heads_per_kv;
+  c.varlen = problem.varlen;
+  c.paged = problem.paged;
+  c.split = problem.split;
   c.backend = backend;
   c.arch = device_arch;
   return c;

@@ -14,6 +14,7 @@ namespace fa4::detail {
 namespace {
 
 constexpr int64_t kMaxSize = (int64_t{1} << 31) - 1;  // kernel arguments are 32-bit
+constexpr int kMaxSplits = 256;                        // split-KV parts per sequence
 constexpr float kLog2e = 1.4426950408889634f;          // make_kernel_args: scale_log2 = softmax_scale * log2(e)
 
 [[noreturn]] void fail(const std::string& field, const std::string& rule, ErrorCode code = ErrorCode::invalid_argument) {
@@ -164,31 +165,125 @@ Problem validate(const AttentionParams& in) {
   if (p.return_lse && !p.lse) fail("lse", "must not be null when return_lse is set");
   if (!p.return_lse && p.lse) fail("lse", "is set but return_lse is false; set return_lse to write it");
 
-  if (all_zero(p.q_stride)) p.q_stride = contiguous("q_stride", p.seqlen_q, p.heads_q, p.head_dim);
-  if (all_zero(p.k_stride)) p.k_stride = contiguous("k_stride", p.seqlen_k, p.heads_kv, p.head_dim);
-  if (all_zero(p.v_stride)) p.v_stride = contiguous("v_stride", p.seqlen_k, p.heads_kv, p.head_dim_v);
-  if (all_zero(p.o_stride)) p.o_stride = contiguous("o_stride", p.seqlen_q, p.heads_q, p.head_dim_v);
+  // Serving shapes: the extents q/o and k/v span ([batch, seq] dense, [1, total] ragged, [pages, page_size]
+  // paged); what lives on the device (offsets, page indices, used lengths) is not read here.
+  const bool ragged_q = p.cu_seqlens_q != nullptr, ragged_k = p.cu_seqlens_k != nullptr, paged = p.page_table != nullptr;
+  problem.varlen = ragged_q || ragged_k || p.seqused_k;
+  problem.paged = paged;
+  for (auto [field, ptr] : {std::pair<const char*, const void*>{"cu_seqlens_q", p.cu_seqlens_q}, {"cu_seqlens_k", p.cu_seqlens_k},
+                            {"seqused_k", p.seqused_k}, {"page_table", p.page_table}})
+    if (ptr) check_pointer(field, ptr, 4);
+  int64_t q_batch = p.batch, q_seq = p.seqlen_q, kv_batch = p.batch, kv_seq = p.seqlen_k;
+  if (ragged_q) {
+    if (p.total_q < 0 || p.total_q > kMaxSize) fail("total_q", "must be in [0, 2^31) with cu_seqlens_q, got " + std::to_string(p.total_q));
+    if (p.total_q > p.batch * p.seqlen_q)
+      fail("total_q", "exceeds batch * seqlen_q (" + std::to_string(p.batch * p.seqlen_q) +
+                          "): some sequence would be longer than seqlen_q, which must be the longest, got " + std::to_string(p.total_q));
+    q_batch = 1, q_seq = std::max<int64_t>(p.total_q, 1);
+  } else if (p.total_q) {
+    fail("total_q", "is set but cu_seqlens_q is null (total_q describes ragged queries)");
+  }
+  if (paged) {
+    if (p.page_size < 16 || p.page_size > 256 || (p.page_size & (p.page_size - 1)))
+      fail("page_size", "must be a power of two from 16 to 256 with page_table, got " + std::to_string(p.page_size));
+    require_positive("num_pages", p.num_pages);
+    require_positive("max_pages_per_seq", p.max_pages_per_seq);
+    if (p.num_pages > kMaxSize) fail("num_pages", "must be below 2^31, got " + std::to_string(p.num_pages));
+    if (p.seqlen_k > p.max_pages_per_seq * p.page_size)
+      fail("seqlen_k", "the longest sequence's keys must fit its page-table row: at most max_pages_per_seq * page_size = " +
+                           std::to_string(p.max_pages_per_seq * p.page_size) + ", got " + std::to_string(p.seqlen_k));
+    if (p.total_k) fail("total_k", "is set with page_table (paged keys have no packed rows; cu_seqlens_k gives lengths)");
+    kv_batch = p.num_pages, kv_seq = p.page_size;
+  } else {
+    if (p.page_size || p.num_pages || p.max_pages_per_seq)
+      fail("page_table", "is null but page_size, num_pages or max_pages_per_seq is set");
+    if (ragged_k) {
+      if (p.total_k < 0 || p.total_k > kMaxSize) fail("total_k", "must be in [0, 2^31) with cu_seqlens_k, got " + std::to_string(p.total_k));
+      if (p.total_k > p.batch * p.seqlen_k)
+        fail("total_k", "exceeds batch * seqlen_k (" + std::to_string(p.batch * p.seqlen_k) +
+                            "): some sequence would be longer than seqlen_k, which must be the longest, got " + std::to_string(p.total_k));
+      kv_batch = 1, kv_seq = std::max<int64_t>(p.total_k, 1);
+    } else if (p.total_k) {
+      fail("total_k", "is set but cu_seqlens_k is null (total_k describes ragged keys)");
+    }
+  }
+  problem.rows = ragged_q ? p.total_q : p.batch * p.seqlen_q;
+  if (p.num_splits < 0 || p.num_splits > kMaxSplits)
+    fail("num_splits", "must be in [0, " + std::to_string(kMaxSplits) + "] (0: chosen per sequence, 1: none), got " +
+                           std::to_string(p.num_splits));
+  if (p.workspace && reinterpret_cast<uintptr_t>(p.workspace) % 256) fail("workspace", "must be 256-byte aligned");
+  if (!p.workspace && p.workspace_bytes) fail("workspace", "is null but workspace_bytes is set");
+  // A split needs the workspace; with num_splits 0 and none given, nothing is split.
+  problem.split = p.num_splits > 1 || (p.num_splits == 0 && p.workspace);
+
+  if (all_zero(p.q_stride)) p.q_stride = contiguous("q_stride", q_seq, p.heads_q, p.head_dim);
+  if (all_zero(p.k_stride)) p.k_stride = contiguous("k_stride", kv_seq, p.heads_kv, p.head_dim);
+  if (all_zero(p.v_stride)) p.v_stride = contiguous("v_stride", kv_seq, p.heads_kv, p.head_dim_v);
+  if (all_zero(p.o_stride)) p.o_stride = contiguous("o_stride", q_seq, p.heads_q, p.head_dim_v);
 
   auto view = [](const char* name, const void* ptr, int64_t b, int64_t s, int64_t h, int64_t d, const Strides& st) {
     return TensorView{name, ptr, {b, s, h, d}, {st.batch, st.seq, st.head}};
   };
-  const ByteRange q = check_tensor(view("q", p.q, p.batch, p.seqlen_q, p.heads_q, p.head_dim, p.q_stride));
-  const ByteRange k = check_tensor(view("k", p.k, p.batch, p.seqlen_k, p.heads_kv, p.head_dim, p.k_stride));
-  const ByteRange v = check_tensor(view("v", p.v, p.batch, p.seqlen_k, p.heads_kv, p.head_dim_v, p.v_stride));
-  const ByteRange o = check_tensor(view("o", p.o, p.batch, p.seqlen_q, p.heads_q, p.head_dim_v, p.o_stride));
+  const ByteRange q = check_tensor(view("q", p.q, q_batch, q_seq, p.heads_q, p.head_dim, p.q_stride));
+  const ByteRange k = check_tensor(view("k", p.k, kv_batch, kv_seq, p.heads_kv, p.head_dim, p.k_stride));
+  const ByteRange v = check_tensor(view("v", p.v, kv_batch, kv_seq, p.heads_kv, p.head_dim_v, p.v_stride));
+  const ByteRange o = check_tensor(view("o", p.o, q_batch, q_seq, p.heads_q, p.head_dim_v, p.o_stride));
   for (auto [name, range] : {std::pair<const char*, ByteRange>{"q", q}, {"k", k}, {"v", v}})
     if (overlaps(o, range)) fail("o", std::string("must not overlap input ") + name + " (outputs may not alias inputs)");
 
   if (p.return_lse) {
     check_pointer("lse", p.lse, 4);
     int64_t count = 0;
-    if (__builtin_mul_overflow(p.batch * p.heads_q, p.seqlen_q, &count) || count > (int64_t{1} << 60))
-      fail("lse", "batch * heads_q * seqlen_q overflows");
+    if (__builtin_mul_overflow(p.heads_q, problem.rows, &count) || count > (int64_t{1} << 60))
+      fail("lse", "heads_q * rows overflows");
     const ByteRange lse{reinterpret_cast<uintptr_t>(p.lse), reinterpret_cast<uintptr_t>(p.lse) + count * 4 - 1};
     if (lse.last < lse.first) fail("lse", "the buffer's last byte lies beyond the 64-bit address space");
     for (auto [name, range] : {std::pair<const char*, ByteRange>{"q", q}, {"k", k}, {"v", v}, {"o", o}})
       if (overlaps(lse, range)) fail("lse", std::string("must not overlap ") + name);
   }
+  return problem;
+}
+
+MergeProblem validate_merge(const MergeParams& in) {
+  MergeProblem problem;
+  MergeParams& p = problem.params;
+  p = in;
+  if (p.dtype != DType::bf16 && p.dtype != DType::fp16)
+    fail("dtype", "must be bf16 or fp16, got enum value " + std::to_string(static_cast<int>(p.dtype)));
+  if (p.states.size() < 2 || p.states.size() > static_cast<size_t>(fa4k::kMaxCombinePointers))
+    fail("states", "must hold 2 to " + std::to_string(fa4k::kMaxCombinePointers) + " states, got " + std::to_string(p.states.size()));
+  require_positive("batch", p.batch);
+  require_positive("seqlen", p.seqlen);
+  require_positive("heads", p.heads);
+  if (!head_dims_supported(p.head_dim_v, p.head_dim_v))
+    fail("head_dim_v", "must be one of 32, 64, 96, 128, 192, 256, got " + std::to_string(p.head_dim_v), ErrorCode::unsupported);
+  for (auto [field, value] : {std::pair<const char*, int64_t>{"batch", p.batch}, {"seqlen", p.seqlen}, {"heads", p.heads}})
+    if (value > kMaxSize) fail(field, "must be below 2^31, got " + std::to_string(value));
+  const bool ragged = p.cu_seqlens != nullptr;
+  if (ragged) {
+    check_pointer("cu_seqlens", p.cu_seqlens, 4);
+    if (p.total < 0 || p.total > p.batch * p.seqlen)
+      fail("total", "must be in [0, batch * seqlen] with cu_seqlens, got " + std::to_string(p.total));
+  } else if (p.total) {
+    fail("total", "is set but cu_seqlens is null");
+  }
+  problem.rows = ragged ? p.total : p.batch * p.seqlen;
+  const int64_t batch = ragged ? 1 : p.batch, seq = ragged ? std::max<int64_t>(p.total, 1) : p.seqlen;
+  if (all_zero(p.state_stride)) p.state_stride = contiguous("state_stride", seq, p.heads, p.head_dim_v);
+  if (all_zero(p.o_stride)) p.o_stride = contiguous("o_stride", seq, p.heads, p.head_dim_v);
+  auto tensor = [&](const char* name, const void* ptr, const Strides& st) {
+    return check_tensor(TensorView{name, ptr, {batch, seq, p.heads, p.head_dim_v}, {st.batch, st.seq, st.head}});
+  };
+  check_pointer("o", p.o, 16);
+  const ByteRange o = tensor("o", p.o, p.o_stride);
+  for (size_t s = 0; s < p.states.size(); ++s) {
+    const std::string field = "states[" + std::to_string(s) + "]";
+    check_pointer((field + ".o").c_str(), p.states[s].o, 16);
+    check_pointer((field + ".lse").c_str(), p.states[s].lse, 4);
+    if (overlaps(o, tensor("state", p.states[s].o, p.state_stride)))
+      fail("o", "must not overlap " + field + ".o (the merge reads every state while it writes)");
+  }
+  if (p.lse) check_pointer("lse", p.lse, 4);
   return problem;
 }
 
@@ -256,6 +351,14 @@ fa4k::AttentionArgs make_kernel_args(const Problem& problem) {
   a.q_heads_per_kv = problem.q_heads_per_kv;
   a.softmax_scale = p.softmax_scale;
   a.scale_log2 = p.softmax_scale * kLog2e;
+  a.cu_seqlens_q = p.cu_seqlens_q;
+  a.cu_seqlens_k = p.cu_seqlens_k;  // with a page table only its lengths are used
+  a.seqused_k = p.seqused_k;
+  a.page_table = p.page_table;
+  a.page_size_log2 = p.page_size ? __builtin_ctzll(static_cast<unsigned long long>(p.page_size)) : 0;
+  a.max_pages_per_seq = static_cast<int>(p.max_pages_per_seq);
+  a.total_q = static_cast<int>(p.total_q);
+  a.num_splits = p.num_splits;
   return a;
 }
 

@@ -50,6 +50,50 @@ struct AttentionParams {
   // 0 means 1/sqrt(head_dim). Otherwise positive and finite with softmax_scale * log2(e) finite in fp32 (at
   // most ~2.36e38); negative scales and -0 are rejected (the kernels subtract the raw logits' row maximum).
   float softmax_scale = 0.f;
+
+  // ---- Serving shapes (docs/correctness.md). run() never reads device memory: the lengths below live on
+  // the device, and seqlen_q / seqlen_k are then the longest sequence's (the caller's max_seqlen_q/k). ----
+  // Ragged queries: q and o hold the sequences back to back, [total_q, heads, dim] (the strides' `batch` is
+  // unused); sequence i owns rows cu_seqlens_q[i] .. cu_seqlens_q[i + 1] - 1; the LSE is [heads_q, total_q].
+  const int32_t* cu_seqlens_q = nullptr;  // device, batch + 1 entries, from 0, non-decreasing
+  int64_t total_q = 0;                    // rows of q/o: cu_seqlens_q[batch]
+  // Ragged keys: k and v likewise, [total_k, heads_kv, dim], sequence i owning rows cu_seqlens_k[i] ...
+  const int32_t* cu_seqlens_k = nullptr;  // device, batch + 1 entries (with a page table: only the lengths)
+  int64_t total_k = 0;                    // rows of k/v (not paged)
+  const int32_t* seqused_k = nullptr;     // device, batch entries: sequence i sees keys [0, seqused_k[i])
+  // Paged KV: k and v are [num_pages, page_size, heads_kv, dim] (the strides' `batch` steps over pages,
+  // `seq` over slots); key j of sequence i is slot j % page_size of page page_table[i][j / page_size]. Key
+  // counts come from seqused_k, else cu_seqlens_k, else seqlen_k.
+  const int32_t* page_table = nullptr;    // device, [batch, max_pages_per_seq]
+  int64_t page_size = 0;                  // a power of two from 16 to 256
+  int64_t num_pages = 0;
+  int64_t max_pages_per_seq = 0;
+  // Split-KV: a sequence's keys are cut into parts computed in parallel, then merged. 1: never. n > 1: n
+  // parts. 0: the library decides; a decode-length sequence (its query rows fit one tile) is cut into parts
+  // of a fixed number of KV blocks, others are not cut. Either way a sequence's parts depend only on its own
+  // lengths: its result is the same whatever else is in the batch, and the same from run to run.
+  int num_splits = 0;
+  void* workspace = nullptr;              // device memory for the partial results: Attention::workspace_size
+  size_t workspace_bytes = 0;
+};
+
+// Partial attention states over disjoint key sets of the same queries, to merge: each state's O (16-bit,
+// [batch, seq, heads, dv], or ragged [total, heads, dv]) and its natural-log LSE (fp32, [batch, heads, seq],
+// or [heads, total] when ragged), as run() writes them with return_lse.
+struct MergeState {
+  const void* o = nullptr;
+  const float* lse = nullptr;
+};
+struct MergeParams {
+  std::vector<MergeState> states;  // 2 to 8, in the same layout
+  Strides state_stride;            // element strides of each state's O (all-zero: contiguous)
+  void* o = nullptr;               // the merged O, same shape
+  Strides o_stride;                // all-zero: contiguous
+  float* lse = nullptr;            // the merged LSE (optional), same layout as the states'
+  int64_t batch = 0, seqlen = 0, heads = 0, head_dim_v = 0;
+  const int32_t* cu_seqlens = nullptr;  // ragged rows (then seqlen is the longest and total the rows)
+  int64_t total = 0;
+  DType dtype = DType::bf16;
 };
 
 enum class LogLevel { trace, debug, info, warn, error, off };
@@ -96,6 +140,9 @@ struct FA4_API KernelConfig {
   bool causal = false;
   bool lse = false;
   int q_heads_per_kv = 1;      // heads_q / heads_kv, 1..kMaxQHeadsPerKv
+  bool varlen = false;         // ragged batches or seqused_k (cu_seqlens_q/k, seqused_k set)
+  bool paged = false;          // a paged KV cache (page_table set)
+  bool split = false;          // split-KV (num_splits != 1)
   Backend backend = Backend::automatic;
   int arch = 0;                // compute capability x10; 0: the current device
   std::string name() const;
@@ -151,6 +198,14 @@ class FA4_API Attention {
   // time, in completion order. It must not throw.
   PrewarmReport prewarm(const std::vector<KernelConfig>& configs,
                         const std::function<void(const PrewarmProgress&)>& on_progress);
+
+  // The device memory run() needs in params.workspace for these parameters (0 when it needs none). Host
+  // only (no allocation, no device read); size it once for the largest batch and lengths, then reuse it.
+  size_t workspace_size(const AttentionParams& params) const;
+
+  // Merges partial attention states into one (cascade or shared-prefix attention, context parallelism):
+  // O = sum_s exp(LSE_s - LSE) O_s with LSE = log sum_s exp(LSE_s). Asynchronous on `stream`.
+  void merge(const MergeParams& params, CUstream stream);
 
   // The Plan (and its launch shape) run() would use for these parameters on the current device.
   Plan plan(const AttentionParams& params) const;

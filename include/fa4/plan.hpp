@@ -62,9 +62,13 @@ struct HeadDims {
 FA4_API const std::vector<HeadDims>& supported_head_dims();
 FA4_API bool head_dims_supported(int64_t head_dim, int64_t head_dim_v);
 
+// What a kernel computes: attention, or the merge of partial attention states (split-KV, cascade).
+enum class KernelOp { attention, combine };
+
 // Only what changes generated code. Batch, sequence lengths, head counts, strides, pointers and the
 // softmax scale are kernel arguments, so a warm-up call and a real call map to the same key.
 struct FA4_API KernelKey {
+  KernelOp op = KernelOp::attention;
   Backend backend = Backend::portable;
   int arch = 0;                 // compute capability x10 of the compile target: 80, 90, 100, 120, ...
   ArchVariant variant = ArchVariant::generic;
@@ -73,7 +77,11 @@ struct FA4_API KernelKey {
   int head_dim_v = 128;
   bool causal = false;
   bool lse = false;             // the kernel writes the log-sum-exp
-  int gqa_pack = 1;             // q heads packed into one tile (sm100); 1 = no packing
+  int gqa_pack = 1;             // q heads packed into one tile's rows; 1 = no packing
+  bool varlen = false;          // per-sequence lengths from device arrays (ragged, seqused_k); backends whose
+                                // code reads them in every kernel (portable) keep it false
+  bool paged = false;           // K/V rows through a page table
+  bool split = false;           // split-KV: partial outputs to a workspace (combine: fp32 partial states)
   DebugFault fault = DebugFault::none;
 
   std::string target() const;   // NVRTC target: "sm_80", "sm_90a", "sm_100f", ...
@@ -144,6 +152,7 @@ struct FA4_API Plan {
   int soft_exp2_every = 0;   // sm100: one exp2 in this many done on the FMA pipe (0: none)
   int rescale_threshold_log2 = 8;
   int wait_timeout_ms = 0;   // sm100: a barrier wait longer than this traps (0: no watchdog)
+  int split_blocks = 0;      // split-KV with num_splits 0: KV blocks per part (a constant: batch invariance)
   std::vector<std::string> risks;  // known risks and the fallback chosen
 
   int registers_total() const;     // sum over roles of warps * 32 * registers

@@ -2,6 +2,12 @@
 // and the device code, so the layout is defined once. Plain types only: NVRTC sees no system headers.
 #pragma once
 
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define FA4_PARAMS_HD __host__ __device__ __forceinline__
+#else
+#define FA4_PARAMS_HD inline
+#endif
+
 namespace fa4k {
 
 struct TensorArgs {
@@ -12,11 +18,13 @@ struct TensorArgs {
 };
 
 struct AttentionArgs {
-  TensorArgs q, k, v, o;
-  float* lse;                // fp32 [batch, heads_q, seqlen_q], written when the kernel's LSE flag is set
+  TensorArgs q, k, v, o;     // ragged q/o: seq_stride steps over the packed rows (batch_stride unused);
+                             // paged k/v: batch_stride steps over pages, seq_stride over a page's slots
+  float* lse;                // fp32, written when the kernel's LSE flag is set: [batch, heads_q, seqlen_q],
+                             // or [heads_q, total_q] when ragged
   int batch;
-  int seqlen_q;
-  int seqlen_k;
+  int seqlen_q;              // ragged: the longest sequence
+  int seqlen_k;              // ragged or paged: the longest sequence
   int heads_q;
   int heads_kv;
   int q_heads_per_kv;        // heads_q / heads_kv; q head h reads kv head h / q_heads_per_kv
@@ -28,6 +36,57 @@ struct AttentionArgs {
   unsigned long long tmem_scratch_bytes;
   unsigned emulation_mode;   // sm100 emulation: 0 strict, 1 adversarial (fa4::Emulation)
   unsigned emulation_seed;   // adversarial: 0 reverses unordered MMAs, else seeds a random order
+
+  // Serving shapes (null / 0 when unused): per-sequence lengths come from the device, never from run().
+  const int* cu_seqlens_q;   // batch + 1 row offsets into the packed q/o
+  const int* cu_seqlens_k;   // batch + 1 row offsets into the packed k/v (not paged)
+  const int* seqused_k;      // batch: keys [0, seqused_k[i]) of sequence i
+  const int* page_table;     // paged kernels: [batch, max_pages_per_seq] page indices
+  int page_size_log2;        // paged kernels: page_size = 1 << page_size_log2
+  int max_pages_per_seq;
+  int total_q;               // ragged: rows of the packed q/o
+
+  // Split-KV kernels: a sequence's key blocks in parts, each part's rows written to o_partial / lse_partial
+  // and merged by the combine kernel. How many parts a sequence has depends only on its own lengths
+  // (split_parts below): num_splits when set, else (0) parts of split_blocks KV blocks for a sequence whose
+  // rows fit one tile, and one part (the final output, written directly) for the others.
+  int num_splits;
+  int split_blocks;
+  int max_splits;            // the grid's split dimension: the most parts any sequence can have
+  float* o_partial;          // fp32 [max_splits][rows][heads_q][dv], rows = total_q or batch * seqlen_q
+  float* lse_partial;        // fp32 [max_splits][heads_q][rows], natural log; -inf for a part without keys
 };
 
+// The parts of a sequence's keys under split-KV (see AttentionArgs): the attention and the combine kernels
+// both use this, so they agree on which rows were cut.
+FA4_PARAMS_HD int split_parts(int num_splits, int split_blocks, int rows, int tile_m, int seqlen_k, int tile_n) {
+  if (num_splits > 0) return num_splits;
+  if (rows > tile_m) return 1;
+  const int blocks = (seqlen_k + tile_n - 1) / tile_n;
+  return blocks <= split_blocks ? 1 : (blocks + split_blocks - 1) / split_blocks;
+}
+
+// The combine kernel's argument block: merges n partial states (O_s, LSE_s) of the same rows into O (and
+// LSE): LSE = log sum_s exp(LSE_s), O = sum_s exp(LSE_s - LSE) O_s. State s is at state_o[s] (s < 8) or, when
+// o_state_stride is set, at state_o[0] + s * o_state_stride (elements); likewise its LSE.
+constexpr int kMaxCombinePointers = 8;
+struct CombineArgs {
+  const void* state_o[kMaxCombinePointers];   // fp32 or 16-bit, laid out by state_layout
+  const float* state_lse[kMaxCombinePointers];
+  long long o_state_stride, lse_state_stride;  // 0: explicit pointers
+  int n_states;
+  TensorArgs state_layout;   // element strides of a state's O: batch (dense rows), seq (rows), head
+  long long lse_batch_stride, lse_head_stride, lse_row_stride;  // a state's LSE
+  TensorArgs o;              // the output (16-bit)
+  float* lse;                // the output LSE (null: none)
+  long long out_lse_batch_stride, out_lse_head_stride, out_lse_row_stride;
+  int batch, seqlen, heads, total_rows;
+  const int* cu_seqlens;     // ragged rows (null: dense batch x seqlen)
+  // After a split-KV kernel (split = 1): only the rows of sequences with more than one part are merged,
+  // each over its own parts (split_parts); the kernel wrote the other rows' final output itself.
+  int split;
+  const int* cu_seqlens_k;
+  const int* seqused_k;
+  int seqlen_k, num_splits, split_blocks, pack, tile_m, tile_n;
+};
 }  // namespace fa4k

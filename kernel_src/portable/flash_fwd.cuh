@@ -1,6 +1,13 @@
 // Portable attention forward (FlashAttention-2 style) for sm_80 and newer: mma.sync m16n8k16, cp.async,
-// ldmatrix. One CTA computes one (m_block, q head, batch) tile of kTileM query rows; kWarpsM warps each own
-// kTileM / kWarpsM rows (one or two m16 tiles) and walk the KV blocks from the last visible one down to 0.
+// ldmatrix. One CTA computes one (m_block, head group, sequence, split) tile of kTileM rows; kWarpsM warps
+// each own kTileM / kWarpsM rows (one or two m16 tiles) and walk the KV blocks from the last visible one down.
+//
+// Rows: with GQA packing (kGqaPack q heads per kv head) row r of a sequence is token r / kGqaPack of q head
+// group * kGqaPack + r % kGqaPack, so the q heads of one kv head share every K/V load (decode: one CTA reads
+// each K/V byte once for all of them). Sequences: dense, or ragged (cu_seqlens_q/k, seqused_k: lengths read
+// on the device, per sequence); K/V dense, ragged or paged (kPaged: row j through the page table). Split-KV
+// (kSplit): the CTA walks one part of the sequence's key blocks and writes a normalised fp32 partial O and
+// its LSE to the workspace; portable/combine.cuh merges the parts.
 //
 // Per KV block: S = Q K^T (Q and K fragments from swizzled smem via ldmatrix), mask (boundary blocks
 // only), online softmax in exp2 form (one FMA per logit: x * scale_log2 - max * scale_log2; O rescaled
@@ -80,7 +87,7 @@ __device__ __forceinline__ void qk_block(float (&s)[kMTiles][kSTiles][4], u32 sq
 }
 
 // Sets S to -inf where key col > col_limit(row): keys past seqlen_k and, when causal, keys right of the
-// bottom-right diagonal (col > row + seqlen_k - seqlen_q). Thread layout of an m16n8 accumulator:
+// bottom-right diagonal (col > token + seqlen_k - seqlen_q, token = row / kGqaPack). Thread layout of an m16n8 accumulator:
 // element e sits at row lane/4 + 8 (e/2), column 2 (lane%4) + e%2.
 __device__ __forceinline__ void mask_block(float (&s)[kMTiles][kSTiles][4], int warp_row0, int key0, int lane,
                                            int seqlen_k, int diag) {
@@ -90,7 +97,7 @@ __device__ __forceinline__ void mask_block(float (&s)[kMTiles][kSTiles][4], int 
     for (int h = 0; h < 2; ++h) {
       const int row = warp_row0 + mt * 16 + (lane >> 2) + 8 * h;
       int limit = seqlen_k - 1;
-      if (fa4cfg::kCausal) limit = min(limit, row + diag);
+      if (fa4cfg::kCausal) limit = min(limit, row / fa4cfg::kGqaPack + diag);  // the row's token
 #pragma unroll
       for (int nt = 0; nt < kSTiles; ++nt)
 #pragma unroll
@@ -188,37 +195,78 @@ __device__ __forceinline__ void pv_block(float (&o)[kMTiles][kOTiles][4], const 
   }
 }
 
-// Which (m_block, q head, batch) a CTA computes: m fastest so neighbouring CTAs share K/V in L2; causal
-// launches the longest rows (highest m_block) of each head first.
-struct TileCoord {
-  int m_block, head, batch, kv_head, row0;
+// Which tile a CTA computes, and its sequence: m fastest so neighbouring CTAs share K/V in L2; causal
+// launches the longest rows (highest m_block) first. Per-sequence lengths and row offsets come from the
+// device arrays when the call is ragged, else from the dense shape.
+// Split-KV: with num_splits set, every (m block, part) is a tile; with num_splits 0 only a sequence's first
+// m block can have parts (a sequence is cut only when its rows fit one tile), so a (head group, sequence)
+// has max_splits tiles of m block 0 and one for each further m block.
+struct Tile {
+  int m_block, group, batch, split, row0;  // row0: the tile's first packed row
+  int seqlen_q, seqlen_k;                  // this sequence's
+  long long row_base;                      // global row of token 0: the LSE and the split partials
 };
-__device__ __forceinline__ TileCoord tile_coord(const fa4k::AttentionArgs& args, int tile) {
-  const int num_m = args.num_m_blocks;
-  const int m_index = tile % num_m;
-  const int head_batch = tile / num_m;
-  TileCoord c;
-  c.head = head_batch % args.heads_q;
-  c.batch = head_batch / args.heads_q;
-  c.m_block = fa4cfg::kCausal ? num_m - 1 - m_index : m_index;
-  c.kv_head = c.head / args.q_heads_per_kv;
-  c.row0 = c.m_block * fa4cfg::kTileM;
-  return c;
+__device__ __forceinline__ Tile tile_of(const fa4k::AttentionArgs& a, int index) {
+  const int num_m = a.num_m_blocks;
+  const int groups = a.heads_q / fa4cfg::kGqaPack;
+  const int per_head = !fa4cfg::kSplit ? num_m : a.num_splits > 0 ? num_m * a.max_splits : num_m + a.max_splits - 1;
+  Tile t;
+  const int i = index % per_head;
+  const int head_batch = index / per_head;
+  t.group = head_batch % groups;
+  t.batch = head_batch / groups;
+  if (!fa4cfg::kSplit) {
+    t.split = 0;
+    t.m_block = fa4cfg::kCausal ? num_m - 1 - i : i;
+  } else if (a.num_splits > 0) {
+    t.split = i / num_m;
+    t.m_block = i % num_m;
+  } else {
+    t.split = i < a.max_splits ? i : 0;
+    t.m_block = i < a.max_splits ? 0 : i - a.max_splits + 1;
+  }
+  t.row0 = t.m_block * fa4cfg::kTileM;
+  if (a.cu_seqlens_q) {
+    const int first = a.cu_seqlens_q[t.batch];
+    t.seqlen_q = a.cu_seqlens_q[t.batch + 1] - first;
+    t.row_base = first;
+  } else {
+    t.seqlen_q = a.seqlen_q;
+    t.row_base = static_cast<long long>(t.batch) * a.seqlen_q;
+  }
+  t.seqlen_k = a.seqused_k     ? a.seqused_k[t.batch]
+               : a.cu_seqlens_k ? a.cu_seqlens_k[t.batch + 1] - a.cu_seqlens_k[t.batch]
+                                : a.seqlen_k;
+  return t;
 }
+
+// Token 0, head 0 of the sequence in a [batch, seq, head, dim] tensor, or in a packed ragged one.
+__device__ __forceinline__ const u16* sequence_base(const fa4k::TensorArgs& t, const int* cu_seqlens, int batch) {
+  const u16* p = static_cast<const u16*>(t.ptr);
+  return cu_seqlens ? p + static_cast<long long>(cu_seqlens[batch]) * t.seq_stride : p + batch * t.batch_stride;
+}
+
+// Packed row r of head group g: its token and q head.
+__device__ __forceinline__ int row_token(int r) { return r / fa4cfg::kGqaPack; }
+__device__ __forceinline__ int row_head(int group, int r) { return group * fa4cfg::kGqaPack + r % fa4cfg::kGqaPack; }
 
 // Epilogue, after a CTA barrier (O is staged over the Q buffer, and O rows are narrower than Q rows when
 // dv < d, so one warp's staging crosses another's Q rows): full row sums, O / sum (rows without keys
 // keep O = 0), LSE, O -> swizzled smem -> 16-byte global stores of the valid rows, each warp storing the
-// rows it staged. Coordinates are recomputed from opaque blockIdx/threadIdx, so none stay live (in
-// registers or spilled) across the KV loop.
+// rows it staged. With kSplit, the normalised fp32 O and the LSE of this part go to the workspace instead.
+// Coordinates are recomputed from opaque blockIdx/threadIdx, so none stay live across the KV loop.
 __device__ __forceinline__ void finish_tile(const fa4k::AttentionArgs& args, const float (&o)[kMTiles][kOTiles][4],
                                             const float (&row_max)[kMTiles][2], const float (&row_sum)[kMTiles][2],
                                             u32 sO) {
-  const TileCoord tile = tile_coord(args, static_cast<int>(launder(blockIdx.x)));
+  const Tile tile = tile_of(args, static_cast<int>(launder(blockIdx.x)));
   const int tid = static_cast<int>(launder(threadIdx.x));
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  const int seqlen_q = args.seqlen_q;
+  const int rows = tile.seqlen_q * fa4cfg::kGqaPack;
+  const long long total_rows = args.cu_seqlens_q ? args.total_q : static_cast<long long>(args.batch) * args.seqlen_q;
+  // A part of a cut sequence goes to the workspace; a sequence in one part is written as without split-KV.
+  const bool partial =
+      fa4cfg::kSplit && fa4k::split_parts(args.num_splits, args.split_blocks, rows, fa4cfg::kTileM, tile.seqlen_k, fa4cfg::kTileN) > 1;
   const u32 o_lane = SwzV::offset(warp * kRowsPerWarp + (lane >> 2), 0);
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
@@ -229,19 +277,37 @@ __device__ __forceinline__ void finish_tile(const fa4k::AttentionArgs& args, con
       sum += shfl_xor(sum, 2);
       const float inv = sum > 0.f ? rcp_approx(sum) : 1.f;
       const int row = tile.row0 + warp * kRowsPerWarp + mt * 16 + (lane >> 2) + 8 * h;
-      if (fa4cfg::kWriteLse && (lane & 3) == 0 && row < seqlen_q) {
-        const float kLn2 = 0.693147180559945309f;
-        const long long index = (static_cast<long long>(tile.batch) * args.heads_q + tile.head) * seqlen_q + row;
-        args.lse[index] = sum > 0.f ? (row_max[mt][h] * args.scale_log2 + log2_approx(sum)) * kLn2 : neg_inf();
+      const int token = row_token(row), head = row_head(tile.group, row);
+      const long long global_row = tile.row_base + token;
+      const float kLn2 = 0.693147180559945309f;
+      const float lse = sum > 0.f ? (row_max[mt][h] * args.scale_log2 + log2_approx(sum)) * kLn2 : neg_inf();
+      if (partial) {
+        if (row >= rows) continue;
+        const long long part = static_cast<long long>(tile.split) * args.heads_q;
+        if ((lane & 3) == 0) args.lse_partial[(part + head) * total_rows + global_row] = lse;
+        float* out = args.o_partial + ((static_cast<long long>(tile.split) * total_rows + global_row) * args.heads_q + head) *
+                                          fa4cfg::kHeadDimV;
+#pragma unroll
+        for (int ot = 0; ot < kOTiles; ++ot) {
+          float2 pair = make_float2(o[mt][ot][2 * h] * inv, o[mt][ot][2 * h + 1] * inv);
+          *reinterpret_cast<float2*>(out + ot * 8 + 2 * (lane & 3)) = pair;
+        }
+        continue;
+      }
+      if (fa4cfg::kWriteLse && (lane & 3) == 0 && row < rows) {
+        const long long index = args.cu_seqlens_q ? head * total_rows + global_row
+                                                  : (static_cast<long long>(tile.batch) * args.heads_q + head) * args.seqlen_q + token;
+        args.lse[index] = lse;
       }
 #pragma unroll
       for (int ot = 0; ot < kOTiles; ++ot)
         st_shared_b32(sO + SwzV::moved(o_lane, mt * 16 + 8 * h, ot) + 4 * (lane & 3),
                       pack_half2<fa4cfg::kBf16>(o[mt][ot][2 * h] * inv, o[mt][ot][2 * h + 1] * inv));
     }
+  if (partial) return;
   __syncwarp();
 
-  u16* o_head = static_cast<u16*>(args.o.ptr) + tile.batch * args.o.batch_stride + tile.head * args.o.head_stride;
+  u16* o_seq = const_cast<u16*>(sequence_base(args.o, args.cu_seqlens_q, tile.batch));
   static_assert(kRowsPerWarp * kVChunks % 32 == 0, "O rows split evenly over the lanes");
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp * kVChunks / 32; ++i) {
@@ -251,7 +317,8 @@ __device__ __forceinline__ void finish_tile(const fa4k::AttentionArgs& args, con
     u32 v[4];
     ld_shared_v4(sO + SwzV::offset(tile_row, chunk), v);
     const int row = tile.row0 + tile_row;
-    if (row < seqlen_q) st_global_v4(o_head + row * args.o.seq_stride + chunk * 8, v);
+    if (row < rows)
+      st_global_v4(o_seq + row_token(row) * args.o.seq_stride + row_head(tile.group, row) * args.o.head_stride + chunk * 8, v);
   }
 }
 
@@ -262,6 +329,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_f
   constexpr int kTileM = fa4cfg::kTileM;
   constexpr int kTileN = fa4cfg::kTileN;
   constexpr int kStages = fa4cfg::kKvStages;
+  constexpr int kPack = fa4cfg::kGqaPack;
 
   extern __shared__ __align__(128) unsigned char smem[];
   const u32 smem_base = shared_address(smem);
@@ -273,44 +341,77 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_f
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  const TileCoord tile = tile_coord(args, blockIdx.x);
-  const int seqlen_q = args.seqlen_q;
-  const int seqlen_k = args.seqlen_k;
+  const Tile tile = tile_of(args, blockIdx.x);
+  const int rows = tile.seqlen_q * kPack;  // packed rows of this sequence
+  const int seqlen_k = tile.seqlen_k;
   const int row0 = tile.row0;
-  const int diag = seqlen_k - seqlen_q;  // row r sees keys c <= r + diag (causal)
+  if (row0 >= rows) return;  // a shorter sequence of a ragged batch: no rows here
+  const int diag = seqlen_k - tile.seqlen_q;  // token t sees keys c <= t + diag (causal)
 
-  // KV blocks [0, n_end): all of them, or for causal those left of the tile's last valid row's diagonal.
-  int n_end = (seqlen_k + kTileN - 1) / kTileN;
+  // KV blocks [n_begin, n_end): all of them, or for causal those left of the tile's last token's diagonal;
+  // with kSplit, this part's share of the sequence's blocks.
+  const int n_total = (seqlen_k + kTileN - 1) / kTileN;
+  int n_end = n_total;
   if (fa4cfg::kCausal) {
-    const long long visible = static_cast<long long>(min(row0 + kTileM, seqlen_q)) + diag;  // keys < visible
+    const long long visible = static_cast<long long>(row_token(min(row0 + kTileM, rows) - 1)) + 1 + diag;  // keys < visible
     n_end = visible <= 0 ? 0 : static_cast<int>(min(static_cast<long long>(n_end), (visible + kTileN - 1) / kTileN));
   }
+  int n_begin = 0;
+  if (fa4cfg::kSplit) {  // part `split` of `parts` equal shares of the key blocks (an empty share writes -inf)
+    const int parts = fa4k::split_parts(args.num_splits, args.split_blocks, rows, kTileM, seqlen_k, kTileN);
+    if (tile.split >= parts) return;
+    n_begin = static_cast<int>(static_cast<long long>(n_total) * tile.split / parts);
+    n_end = min(n_end, static_cast<int>(static_cast<long long>(n_total) * (tile.split + 1) / parts));
+  }
+  const int n_blocks = max(n_end - n_begin, 0);
 
-  const u16* q_tile = static_cast<const u16*>(args.q.ptr) + tile.batch * args.q.batch_stride +
-                      tile.head * args.q.head_stride + row0 * args.q.seq_stride;
-  const u16* k_head = static_cast<const u16*>(args.k.ptr) + tile.batch * args.k.batch_stride +
-                      tile.kv_head * args.k.head_stride;
-  const u16* v_head = static_cast<const u16*>(args.v.ptr) + tile.batch * args.v.batch_stride +
-                      tile.kv_head * args.v.head_stride;
+  const u16* q_seq = sequence_base(args.q, args.cu_seqlens_q, tile.batch);
+  const long long q_seq_stride = args.q.seq_stride, q_head_stride = args.q.head_stride;
+  const int group = tile.group;
+  const int kv_head = kPack > 1 ? group : group / args.q_heads_per_kv;
+  // K/V row j of this sequence and kv head: dense or ragged rows, or a slot of a page.
+  const u16* k_seq = fa4cfg::kPaged ? static_cast<const u16*>(args.k.ptr) : sequence_base(args.k, args.cu_seqlens_k, tile.batch);
+  const u16* v_seq = fa4cfg::kPaged ? static_cast<const u16*>(args.v.ptr) : sequence_base(args.v, args.cu_seqlens_k, tile.batch);
+  k_seq += kv_head * args.k.head_stride;
+  v_seq += kv_head * args.v.head_stride;
+  const int* pages = args.page_table + static_cast<long long>(tile.batch) * args.max_pages_per_seq;
 
   auto load_kv = [&](int n_block, int stage) {
     const int key0 = n_block * kTileN;
     const int t = static_cast<int>(launder(tid));  // per-thread offsets recomputed here, not held in the loop
-    load_tile<kTileN, fa4cfg::kHeadDim, fa4cfg::kThreads>(sK + stage * kKStageBytes, k_head + key0 * args.k.seq_stride,
-                                                          args.k.seq_stride, seqlen_k - key0, t);
-    load_tile<kTileN, fa4cfg::kHeadDimV, fa4cfg::kThreads>(sV + stage * kVStageBytes, v_head + key0 * args.v.seq_stride,
-                                                           args.v.seq_stride, seqlen_k - key0, t);
+    if constexpr (fa4cfg::kPaged) {
+      const int shift = args.page_size_log2, slot_mask = (1 << shift) - 1;
+      auto key_row = [&](const fa4k::TensorArgs& tensor, const u16* base) {
+        return [&, base](int r) {
+          const int key = key0 + r;
+          return base + static_cast<long long>(pages[key >> shift]) * tensor.batch_stride + (key & slot_mask) * tensor.seq_stride;
+        };
+      };
+      load_rows<kTileN, fa4cfg::kHeadDim, fa4cfg::kThreads>(sK + stage * kKStageBytes, key_row(args.k, k_seq), seqlen_k - key0, t);
+      load_rows<kTileN, fa4cfg::kHeadDimV, fa4cfg::kThreads>(sV + stage * kVStageBytes, key_row(args.v, v_seq), seqlen_k - key0, t);
+    } else {
+      load_tile<kTileN, fa4cfg::kHeadDim, fa4cfg::kThreads>(sK + stage * kKStageBytes, k_seq + key0 * args.k.seq_stride,
+                                                            args.k.seq_stride, seqlen_k - key0, t);
+      load_tile<kTileN, fa4cfg::kHeadDimV, fa4cfg::kThreads>(sV + stage * kVStageBytes, v_seq + key0 * args.v.seq_stride,
+                                                             args.v.seq_stride, seqlen_k - key0, t);
+    }
   };
 
   // Prologue: Q with the first KV block in group 0, then blocks 1 .. kStages-2 (one group each, possibly
   // empty so the group count stays uniform).
-  if (n_end > 0) {
-    load_tile<kTileM, fa4cfg::kHeadDim, fa4cfg::kThreads>(sQ, q_tile, args.q.seq_stride, seqlen_q - row0, tid);
+  if (n_blocks > 0) {
+    if constexpr (kPack == 1)
+      load_tile<kTileM, fa4cfg::kHeadDim, fa4cfg::kThreads>(sQ, q_seq + group * q_head_stride + row_token(row0) * q_seq_stride,
+                                                            q_seq_stride, rows - row0, tid);
+    else
+      load_rows<kTileM, fa4cfg::kHeadDim, fa4cfg::kThreads>(
+          sQ, [&](int r) { return q_seq + row_token(row0 + r) * q_seq_stride + row_head(group, row0 + r) * q_head_stride; },
+          rows - row0, tid);
     load_kv(n_end - 1, 0);
     cp_async_commit();
 #pragma unroll
     for (int s = 1; s < kStages - 1; ++s) {
-      if (s < n_end) load_kv(n_end - 1 - s, s);
+      if (s < n_blocks) load_kv(n_end - 1 - s, s);
       cp_async_commit();
     }
   }
@@ -333,22 +434,22 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_f
 
   const int warp_row0 = row0 + warp * kRowsPerWarp;
   int stage = 0;
-  for (int it = 0; it < n_end; ++it) {
+  for (int it = 0; it < n_blocks; ++it) {
     const int n_block = n_end - 1 - it;
     // Block `it` has landed for every thread, and every warp is done with block it-1, whose stage the
     // load below refills.
     cp_async_wait<kStages - 2>();
     __syncthreads();
     const int ahead = it + kStages - 1;
-    if (ahead < n_end) load_kv(n_end - 1 - ahead, ahead % kStages);
+    if (ahead < n_blocks) load_kv(n_end - 1 - ahead, ahead % kStages);
     cp_async_commit();
 
     float s[kMTiles][kSTiles][4];
     qk_block(s, sQ, sK + stage * kKStageBytes, warp, lane);
     const int key0 = n_block * kTileN;
     // Mask code runs only on boundary blocks: the seqlen_k tail and blocks crossing the diagonal of the
-    // tile's first row (the row with the fewest visible keys).
-    const bool boundary = key0 + kTileN > seqlen_k || (fa4cfg::kCausal && key0 + kTileN - 1 > row0 + diag);
+    // tile's first token (the one with the fewest visible keys).
+    const bool boundary = key0 + kTileN > seqlen_k || (fa4cfg::kCausal && key0 + kTileN - 1 > row_token(row0) + diag);
     if (boundary) mask_block(s, warp_row0, key0, lane, seqlen_k, diag);
     u32 p[kMTiles][kSTiles][2];
     softmax_block(s, p, o, row_max, row_sum, args.scale_log2);

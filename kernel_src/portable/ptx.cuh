@@ -113,4 +113,17 @@ __device__ __forceinline__ u32 launder(u32 x) {
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
+// One 16-bit element <-> fp32 (round to nearest even).
+template <bool kBf16>
+__device__ __forceinline__ float half_to_float(u16 bits) {
+  if constexpr (kBf16) return __uint_as_float(static_cast<u32>(bits) << 16);
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+  return f;
+}
+template <bool kBf16>
+__device__ __forceinline__ u16 float_to_half(float v) {
+  return static_cast<u16>(pack_half2<kBf16>(v, 0.f) & 0xFFFFu);
+}
+
 }  // namespace fa4p

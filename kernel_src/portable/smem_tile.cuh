@@ -40,15 +40,16 @@ struct Swizzle {
   }
 };
 
-// Copies rows [0, kRows) x elements [0, kCols) of a global tile (row r at src + r * row_stride) into a
-// swizzled shared tile with cp.async. Rows >= rows_valid are zero-filled and not read, so no garbage
-// (and no NaN) enters the MMAs. All kThreads threads call it; the caller commits the group.
+// Copies rows [0, kRows) x elements [0, kCols) of a global tile into a swizzled shared tile with cp.async;
+// row r is at row_src(r) (a strided tile, packed GQA rows, a paged cache). Rows >= rows_valid are
+// zero-filled and not read, so no garbage (and no NaN) enters the MMAs. All kThreads threads call it; the
+// caller commits the group.
 //
 // Thread layout: kLanes consecutive threads cover one row, kLanes = the largest power of two dividing
 // the row's chunk count (4 for 12 chunks, 8 for 24, 32 for 32), each taking chunks c0, c0 + kLanes, ...;
 // rows r0, r0 + kRowStep, ... with kRowStep = kThreads / kLanes a power of two.
-template <int kRows, int kCols, int kThreads>
-__device__ __forceinline__ void load_tile(u32 dst, const u16* src, long long row_stride, int rows_valid, int tid) {
+template <int kRows, int kCols, int kThreads, class RowSrc>
+__device__ __forceinline__ void load_rows(u32 dst, const RowSrc& row_src, int rows_valid, int tid) {
   using Swz = Swizzle<kCols / 8>;
   constexpr int kChunks = kCols / 8;
   constexpr int kLanes = (kChunks & -kChunks) < kThreads ? (kChunks & -kChunks) : kThreads;
@@ -58,27 +59,32 @@ __device__ __forceinline__ void load_tile(u32 dst, const u16* src, long long row
   const int r0 = tid / kLanes;
   const int c0 = tid % kLanes;
   const u32 lane_offset = Swz::offset(r0, c0);
-  const u16* p = src + r0 * row_stride + c0 * 8;
-  const long long step = kRowStep * row_stride;
-  if (rows_valid >= kRows) {  // a full tile (every block but the seqlen tail): no per-row guards
+  if (rows_valid >= kRows) {  // a full tile (every block but the sequence tail): no per-row guards
 #pragma unroll
     for (int i = 0; i < kRows / kRowStep; ++i) {
+      const u16* p = row_src(r0 + i * kRowStep) + c0 * 8;
 #pragma unroll
       for (int j = 0; j < kChunks / kLanes; ++j)
         cp_async_16(dst + Swz::moved(lane_offset, i * kRowStep, j * kLanes), p + j * kLanes * 8, 16);
-      p += step;
     }
     return;
   }
+  const u16* row0 = row_src(0);  // row 0 of a tile always exists: a safe dummy source
 #pragma unroll
   for (int i = 0; i < kRows / kRowStep; ++i) {
-    const bool valid = r0 + i * kRowStep < rows_valid;
+    const int r = r0 + i * kRowStep;
+    const bool valid = r < rows_valid;
+    const u16* p = valid ? row_src(r) + c0 * 8 : row0;
 #pragma unroll
-    for (int j = 0; j < kChunks / kLanes; ++j)  // row 0 of a tile always exists: a safe dummy source
-      cp_async_16(dst + Swz::moved(lane_offset, i * kRowStep, j * kLanes), valid ? p + j * kLanes * 8 : src,
-                  valid ? 16 : 0);
-    p += step;
+    for (int j = 0; j < kChunks / kLanes; ++j)
+      cp_async_16(dst + Swz::moved(lane_offset, i * kRowStep, j * kLanes), valid ? p + j * kLanes * 8 : row0, valid ? 16 : 0);
   }
+}
+
+// A strided tile: row r at src + r * row_stride.
+template <int kRows, int kCols, int kThreads>
+__device__ __forceinline__ void load_tile(u32 dst, const u16* src, long long row_stride, int rows_valid, int tid) {
+  load_rows<kRows, kCols, kThreads>(dst, [&](int r) { return src + r * row_stride; }, rows_valid, tid);
 }
 
 }  // namespace fa4p

@@ -341,8 +341,9 @@ std::vector<Case> bad_inputs() {
         p.batch = 1;  // batch strides of 2^39 elements and more are rejected on their own
         p.seqlen_q = k2to31 - 1;
       }),
-      plan_case("portable causal row + seqlen_k", "seqlen_k", Backend::portable, 90, [](P& p) {
+      plan_case("portable causal token + seqlen_k", "seqlen_k", Backend::portable, 90, [](P& p) {
         p.head_dim = 64;  // tile_n 64, tile_m 128
+        p.heads_q = p.heads_kv;  // no packing: the padded tile's last token is 127
         p.causal = true;
         p.seqlen_q = 1;
         p.seqlen_k = k2to31 - 64;

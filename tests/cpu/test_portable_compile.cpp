@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <tuple>
 
 #include "fa4/fa4.hpp"
 #include "verify/jit_module.hpp"
@@ -13,6 +14,7 @@
 #include "runtime/codegen.hpp"
 #include "runtime/nvrtc.hpp"
 #include "runtime/backend.hpp"
+#include "runtime/launch.hpp"
 
 namespace fa4::detail {
 namespace {
@@ -29,6 +31,15 @@ std::vector<CompileCase> all_cases() {
   std::vector<CompileCase> out;
   for (int arch : {80, 90, 100})
     for (const KernelConfig& c : supported_configs(Backend::portable, arch)) out.push_back({c, arch});
+  // The serving variants of every head dim on sm_90: GQA-packed rows (decode), paged K/V, split-KV, and all
+  // of them at once; the flags are independent code paths of one kernel.
+  for (KernelConfig c : supported_configs(Backend::portable, 90)) {
+    if (c.dtype != DType::bf16 || c.lse != c.causal) continue;  // one dtype; LSE on with causal, off without
+    for (auto [pack, paged, split] : {std::tuple{4, false, false}, {1, true, false}, {1, false, true}, {8, true, true}}) {
+      c.q_heads_per_kv = pack, c.paged = paged, c.split = split, c.varlen = true;
+      out.push_back({c, 90});
+    }
+  }
   return out;
 }
 
@@ -61,6 +72,27 @@ TEST_P(PortableCompile, BuildsACubinWithoutSpills) {
 
 INSTANTIATE_TEST_SUITE_P(Configs, PortableCompile, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<CompileCase>& info) { return info.param.key().name(); });
+
+// The combine kernel (split-KV's merge and Attention::merge) for every dv, both state types, with and without
+// the LSE, without spills.
+TEST(PortableCompile, CombineKernelsBuildWithoutSpills) {
+  for (int dv : {32, 64, 96, 128, 192, 256})
+    for (bool f32 : {false, true})
+      for (bool lse : {false, true}) {
+        KernelKey attention;
+        attention.dtype = dv == 96 ? DType::fp16 : DType::bf16;
+        attention.head_dim_v = dv;
+        attention.lse = lse;
+        const KernelKey key = combine_key(attention, 90, f32);
+        SCOPED_TRACE(key.name());
+        std::vector<std::string> options = compile_options(key);
+        options.push_back("--ptxas-options=--verbose");
+        const CompiledKernel kernel = nvrtc_compile(assemble_source(make_plan(key)), options, key.name(), "");
+        const ResourceUsage r = parse_ptxas_report(kernel.log);
+        ASSERT_TRUE(r.found) << kernel.log;
+        EXPECT_EQ(r.spill_store_bytes + r.spill_load_bytes, 0) << kernel.log;
+      }
+}
 
 // The test oracles of test_portable_attention.cpp: the GPU reference kernel compiles for the GPUs the
 // suite runs on, and the CPU reference gets known answers and treats strides and GQA consistently.

@@ -135,7 +135,7 @@ TEST(PortablePlan, RejectsWhatTheKernelCannotRunWithAReason) {
   bad.push_back({portable_key(128, 64), "head_dim_v"});
   bad.push_back({portable_key(192, 64), "head_dim_v"});
   KernelKey packed = portable_key(128, 128);
-  packed.gqa_pack = 2;
+  packed.gqa_pack = 3;  // packed rows must tile the 64-row tile evenly
   bad.push_back({packed, "gqa_pack"});
   KernelKey fault = portable_key(128, 128);
   fault.fault = DebugFault::skip_rescale;

@@ -270,7 +270,7 @@ TEST(Validate, IndexLimitsAreExact) {
     p.causal = true;
     p.seqlen_q = 1;  // one token, a whole CTA of padding rows
     const int64_t last_row = (pack + rows_per_cta - 1) / rows_per_cta * rows_per_cta - 1;
-    p.seqlen_k = s.backend == Backend::portable ? kIntMax - last_row + 1 : kIntMax - last_row / pack;
+    p.seqlen_k = s.backend == Backend::portable ? kIntMax - last_row / pack + 1 : kIntMax - last_row / pack;
     p.seqlen_k = std::min(p.seqlen_k, kIntMax - plan.tile_n + 1);
     EXPECT_TRUE(schedules(s, p));
     if (p.seqlen_k < kIntMax - plan.tile_n + 1) {

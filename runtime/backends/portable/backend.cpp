@@ -16,6 +16,9 @@ namespace fa4::detail {
 namespace {
 
 constexpr int kWarps = 4;
+constexpr int kMinTileM = 64;           // 4 warps of 16 rows (the smallest tile of any head dim)
+constexpr int kSplitBlocks = 8;         // split-KV, num_splits 0: KV blocks per part of a decode sequence
+constexpr int kCombineThreads = 128;    // combine: 4 warps, one (row, head) each
 constexpr int kKvStages = 2;
 constexpr int kSmemLimit = 99 * 1024;   // max dynamic smem per block on sm_86/89/120 (sm_80/90: more)
 constexpr int kMaxORegisters = 128;     // fp32 O accumulator registers per thread
@@ -40,11 +43,15 @@ std::string PortableBackend::cannot_run_on(int device_arch) const {
   return device_arch >= 80 ? "" : "the portable kernel needs sm_80 or newer, this device is sm_" + std::to_string(device_arch);
 }
 
-// One kernel per device arch (plain target: the driver never JIT-compiles PTX), no GQA packing.
-KernelKey PortableBackend::key(KernelKey base, const KernelConfig&, int device_arch) const {
+// One kernel per device arch (plain target: the driver never JIT-compiles PTX). The q heads of one kv head
+// share a tile's rows when they divide the smallest tile (64 rows): decode then reads each K/V byte once for
+// all of them. Per-sequence lengths are read in every kernel, so varlen needs no kernel of its own.
+KernelKey PortableBackend::key(KernelKey base, const KernelConfig& config, int device_arch) const {
   base.arch = device_arch;
   base.variant = ArchVariant::generic;
-  base.gqa_pack = 1;
+  const int ratio = config.q_heads_per_kv;
+  base.gqa_pack = ratio > 1 && kMinTileM % ratio == 0 ? ratio : 1;
+  base.varlen = false;
   return base;
 }
 
@@ -59,15 +66,31 @@ bool PortableBackend::supports(const KernelKey& key, std::string* why) const {
   if (!head_dims_supported(key.head_dim, key.head_dim_v))
     return no("head_dim " + std::to_string(key.head_dim) + " / head_dim_v " + std::to_string(key.head_dim_v) +
               ": must be (32|64|96|128|192|256) with head_dim_v == head_dim, or (192, 128)");
-  if (key.gqa_pack != 1) return no("gqa_pack " + std::to_string(key.gqa_pack) + ": the portable kernel does not pack q heads (must be 1)");
+  if (key.gqa_pack < 1 || kMinTileM % key.gqa_pack)
+    return no("gqa_pack " + std::to_string(key.gqa_pack) + ": must divide " + std::to_string(kMinTileM) + " (the smallest tile's rows)");
   if (key.fault != DebugFault::none) return no(std::string("debug fault ") + to_string(key.fault) + ": only the sm100 kernels inject faults");
+  if (key.op == KernelOp::combine && (key.gqa_pack != 1 || key.paged || key.causal))
+    return no("a combine kernel has no packing, paging or mask");
   return true;
 }
 
+// The combine kernel: one warp per (row, head), a grid-stride loop (launch_combine sizes the grid).
+Plan combine_plan(const KernelKey& key) {
+  Plan plan;
+  plan.key = key;
+  plan.kernel_name = "fa4_combine";
+  plan.source = "portable/combine.cuh";
+  plan.threads = kCombineThreads;
+  plan.roles = {{"Merge", 0, kCombineThreads / 32, 0, "one warp per (row, head): max of the LSEs, weighted sum of the states"}};
+  return plan;
+}
+
 Plan PortableBackend::plan(const KernelKey& key) const {  // make_plan checked the key
+  if (key.op == KernelOp::combine) return combine_plan(key);
   const int d = key.head_dim, dv = key.head_dim_v;
   Plan plan;
   plan.key = key;
+  plan.split_blocks = key.split ? kSplitBlocks : 0;
   plan.kernel_name = "fa4_portable_fwd";
   plan.source = "portable/flash_fwd.cuh";
   plan.warps_m = kWarps;

@@ -1,0 +1,99 @@
+// Merges partial attention states of the same rows: state s holds O_s (normalised over its own keys) and
+// LSE_s (natural log of its softmax denominator). Then LSE = log sum_s exp(LSE_s) and
+// O = sum_s exp(LSE_s - LSE) O_s, an exact rewrite of softmax over the union of the keys. Used after a
+// split-KV kernel (fp32 states in the workspace) and by the public merge (16-bit states: cascade or
+// context-parallel attention). States with LSE = -inf (no keys) weigh 0; when every state is empty the row's
+// O is 0 and its LSE -inf. The order of the sum is fixed (s = 0, 1, ...): the result is bit-identical from
+// run to run.
+//
+// One warp per (row, head): the lanes split the head dim (kHeadDimV / 32 elements each, 8-byte or 16-byte
+// accesses), the LSEs are read by every lane (they are few).
+#pragma once
+
+#include "common/params.h"
+#include "portable/ptx.cuh"
+
+namespace fa4p {
+
+constexpr int kCombineWarps = fa4cfg::kThreads / 32;
+constexpr int kPerLane = fa4cfg::kHeadDimV / 32;  // elements of O per lane
+static_assert(fa4cfg::kHeadDimV % 64 == 0 || fa4cfg::kHeadDimV == 32 || fa4cfg::kHeadDimV == 96,
+              "head dims the library takes");
+
+__device__ __forceinline__ float load_state(const void* base, long long index) {
+  if constexpr (fa4cfg::kCombineF32States) return static_cast<const float*>(base)[index];
+  else return half_to_float<fa4cfg::kBf16>(static_cast<const u16*>(base)[index]);
+}
+
+}  // namespace fa4p
+
+// The sequence a global row belongs to: dense rows are batch-major; ragged rows by binary search.
+__device__ __forceinline__ int sequence_of(const fa4k::CombineArgs& a, long long row) {
+  if (!a.cu_seqlens) return static_cast<int>(row / a.seqlen);
+  int lo = 0, hi = a.batch - 1;  // the last sequence whose first row is <= row
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (a.cu_seqlens[mid] <= row) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads) fa4_combine(const fa4k::CombineArgs args) {
+  using namespace fa4p;
+  const int lane = threadIdx.x & 31;
+  const long long total_rows = args.cu_seqlens ? args.total_rows : static_cast<long long>(args.batch) * args.seqlen;
+  const long long items = total_rows * args.heads;
+  const long long warps = static_cast<long long>(gridDim.x) * kCombineWarps;
+  for (long long item = static_cast<long long>(blockIdx.x) * kCombineWarps + (threadIdx.x >> 5); item < items; item += warps) {
+    const int head = static_cast<int>(item % args.heads);
+    const long long row = item / args.heads;  // global row: ragged, or batch * seqlen + token
+    const int seq = sequence_of(args, row);
+    const long long token = args.cu_seqlens ? row - args.cu_seqlens[seq] : row % args.seqlen;
+    // Element offsets of this row and head in the states' and the output's layouts (ragged: batch 0, the
+    // token counted from the first row of the tensor).
+    const long long batch = args.cu_seqlens ? 0 : seq, place = args.cu_seqlens ? row : token;
+    int n_states = args.n_states;
+    if (args.split) {  // only the cut sequences, each over its own parts
+      const int seqlen_q = args.cu_seqlens ? args.cu_seqlens[seq + 1] - args.cu_seqlens[seq] : args.seqlen;
+      const int seqlen_k = args.seqused_k     ? args.seqused_k[seq]
+                           : args.cu_seqlens_k ? args.cu_seqlens_k[seq + 1] - args.cu_seqlens_k[seq]
+                                               : args.seqlen_k;
+      n_states = fa4k::split_parts(args.num_splits, args.split_blocks, seqlen_q * args.pack, args.tile_m, seqlen_k, args.tile_n);
+      if (n_states <= 1) continue;
+    }
+    const long long in_o = batch * args.state_layout.batch_stride + place * args.state_layout.seq_stride +
+                           head * args.state_layout.head_stride;
+    const long long in_lse = batch * args.lse_batch_stride + head * args.lse_head_stride + place * args.lse_row_stride;
+    auto state_o = [&](int s) {
+      return args.o_state_stride ? static_cast<const char*>(args.state_o[0]) +
+                                       s * args.o_state_stride * (fa4cfg::kCombineF32States ? 4 : 2)
+                                 : static_cast<const char*>(args.state_o[s]);
+    };
+    auto state_lse = [&](int s) { return args.lse_state_stride ? args.state_lse[0] + s * args.lse_state_stride : args.state_lse[s]; };
+
+    float max_lse = neg_inf();
+    for (int s = 0; s < n_states; ++s) max_lse = fmaxf(max_lse, state_lse(s)[in_lse]);
+    float acc[kPerLane];
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) acc[i] = 0.f;
+    float sum = 0.f;
+    if (max_lse != neg_inf()) {
+      for (int s = 0; s < n_states; ++s) {
+        const float w = exp2f((state_lse(s)[in_lse] - max_lse) * 1.4426950408889634f);  // 0 for an empty state
+        sum += w;
+        if (w == 0.f) continue;
+        const void* o = state_o(s);
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) acc[i] += w * load_state(o, in_o + lane + 32 * i);
+      }
+    }
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    u16* out = static_cast<u16*>(args.o.ptr) + batch * args.o.batch_stride + place * args.o.seq_stride + head * args.o.head_stride;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) out[lane + 32 * i] = float_to_half<fa4cfg::kBf16>(acc[i] * inv);
+    if (fa4cfg::kWriteLse && lane == 0 && args.lse)
+      args.lse[batch * args.out_lse_batch_stride + head * args.out_lse_head_stride + place * args.out_lse_row_stride] =
+          sum > 0.f ? max_lse + logf(sum) : neg_inf();
+  }
+}

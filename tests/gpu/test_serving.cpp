@@ -1,0 +1,407 @@
+// Serving shapes through the public API on the portable kernel: ragged batches (cu_seqlens_q/k), caches
+// padded past their used length (seqused_k), paged KV (page tables with shuffled and shared pages, every
+// page size from 16 to 256), GQA-packed decode, split-KV (num_splits 0, 1 .. 64, more parts than KV blocks)
+// and the public merge of partial states. Every sequence is checked on every element of O and the LSE
+// against the float64 reference of that sequence alone; outputs are poisoned first; split results are
+// bit-identical from run to run and independent of the rest of the batch.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "runtime/backend.hpp"
+#include "test_util.hpp"
+#include "verify/reference.hpp"
+
+namespace fa4::test {
+namespace {
+
+struct ServingCase {
+  std::string name;
+  DType dtype = DType::bf16;
+  int d = 128, dv = 128;
+  bool causal = false, lse = true;
+  int heads_q = 4, heads_kv = 2;
+  std::vector<int> seqlens_q, seqlens_k;  // per sequence; seqlens_k are the keys each one sees
+  bool ragged_q = true, ragged_k = true;
+  bool paged = false;
+  int page_size = 64;
+  bool share_pages = false;  // sequences 0 and 1 share their first pages (a common prefix)
+  int cache_slack = 0;       // keys stored past each sequence's used length (seqused_k)
+  int num_splits = 1;
+  bool workspace = false;
+};
+
+struct ServingResult {
+  bool passed = true;
+  std::string failures;
+  std::vector<uint16_t> o;  // the packed output, for run-to-run comparisons
+  double max_error = 0;
+};
+
+// Builds the problem on the host and the device, runs it, checks every sequence against its own reference.
+class Serving {
+ public:
+  explicit Serving(const ServingCase& c, uint64_t seed) : c_(c), rng_(seed) { build(); }
+
+  ServingResult run(Attention& attention) {
+    o_dev_.upload(std::vector<uint16_t>(o_elems_, kPoisonHalf));
+    lse_dev_.fill_bytes(0xff);
+    AttentionParams p = params_;
+    if (c_.workspace) {
+      const size_t bytes = attention.workspace_size(p);
+      workspace_ = DeviceBuffer(std::max<size_t>(bytes, 256));
+      p.workspace = workspace_.get();
+      p.workspace_bytes = bytes;
+    }
+    attention.run(p, nullptr);
+    FA4_CU(cuCtxSynchronize());
+    return check();
+  }
+
+ private:
+  void build() {
+    const int b = static_cast<int>(c_.seqlens_q.size());
+    const int hq = c_.heads_q, hkv = c_.heads_kv;
+    int max_q = 0, max_k = 0;
+    cu_q_.assign(1, 0);
+    cu_k_.assign(1, 0);
+    for (int i = 0; i < b; ++i) {
+      max_q = std::max(max_q, c_.seqlens_q[i]);
+      max_k = std::max(max_k, c_.seqlens_k[i]);
+      cu_q_.push_back(cu_q_.back() + c_.seqlens_q[i]);
+      cu_k_.push_back(cu_k_.back() + c_.seqlens_k[i] + c_.cache_slack);
+    }
+    max_q_ = std::max(max_q, 1);
+    const int stored_max = max_k + c_.cache_slack;
+    // Q and O: packed [total, h, d] (ragged) or [b, max_q, h, d] (every sequence max_q long).
+    rows_ = c_.ragged_q ? cu_q_.back() : b * max_q_;
+    q_host_ = random_halves(c_.dtype, static_cast<size_t>(std::max(rows_, 1)) * hq * c_.d, 1.f, rng_());
+    o_elems_ = static_cast<size_t>(std::max(rows_, 1)) * hq * c_.dv;
+    // K/V: per sequence, stored_i = seqlens_k[i] + slack keys: packed (ragged), dense [b, stored_max], or
+    // paged through a page table into a shuffled pool.
+    k_seq_.resize(b);
+    v_seq_.resize(b);
+    if (c_.paged) {
+      const int ps = c_.page_size;
+      max_pages_ = std::max(1, (stored_max + ps - 1) / ps);
+      std::vector<int> pages_needed(b);
+      int pool = 0;
+      for (int i = 0; i < b; ++i) pool += pages_needed[i] = (c_.seqlens_k[i] + c_.cache_slack + ps - 1) / ps;
+      pool = std::max(pool, 1) + 3;  // spare pages no table points at
+      std::vector<int> order(pool);
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), rng_);
+      table_.assign(static_cast<size_t>(b) * max_pages_, 0);
+      int next = 0;
+      for (int i = 0; i < b; ++i)
+        for (int j = 0; j < pages_needed[i]; ++j) {
+          const bool shared = c_.share_pages && i == 1 && j < pages_needed[0] / 2;  // sequence 1 reuses 0's prefix
+          table_[static_cast<size_t>(i) * max_pages_ + j] = shared ? table_[j] : order[next++];
+        }
+      num_pages_ = pool;
+      k_pool_ = random_halves(c_.dtype, static_cast<size_t>(pool) * ps * hkv * c_.d, 1.f, rng_());
+      v_pool_ = random_halves(c_.dtype, static_cast<size_t>(pool) * ps * hkv * c_.dv, 1.f, rng_());
+      for (int i = 0; i < b; ++i)  // each sequence's logical keys, read back through its table
+        for (int j = 0; j < c_.seqlens_k[i]; ++j) {
+          const int page = table_[static_cast<size_t>(i) * max_pages_ + j / ps], slot = j % ps;
+          for (int h = 0; h < hkv; ++h) {
+            const size_t kbase = ((static_cast<size_t>(page) * ps + slot) * hkv + h);
+            k_seq_[i].insert(k_seq_[i].end(), &k_pool_[kbase * c_.d], &k_pool_[kbase * c_.d] + c_.d);
+            v_seq_[i].insert(v_seq_[i].end(), &v_pool_[kbase * c_.dv], &v_pool_[kbase * c_.dv] + c_.dv);
+          }
+        }
+    } else {
+      const int stored_rows = c_.ragged_k ? cu_k_.back() : b * stored_max;
+      k_pool_ = random_halves(c_.dtype, static_cast<size_t>(std::max(stored_rows, 1)) * hkv * c_.d, 1.f, rng_());
+      v_pool_ = random_halves(c_.dtype, static_cast<size_t>(std::max(stored_rows, 1)) * hkv * c_.dv, 1.f, rng_());
+      for (int i = 0; i < b; ++i) {
+        const size_t row0 = c_.ragged_k ? cu_k_[i] : static_cast<size_t>(i) * stored_max;
+        for (int j = 0; j < c_.seqlens_k[i]; ++j) {
+          const size_t r = (row0 + j) * hkv;
+          k_seq_[i].insert(k_seq_[i].end(), &k_pool_[r * c_.d], &k_pool_[(r + hkv) * c_.d]);
+          v_seq_[i].insert(v_seq_[i].end(), &v_pool_[r * c_.dv], &v_pool_[(r + hkv) * c_.dv]);
+        }
+      }
+    }
+
+    // Device side.
+    q_dev_ = DeviceBuffer(q_host_.size() * 2);
+    q_dev_.upload(q_host_);
+    k_dev_ = DeviceBuffer(k_pool_.size() * 2);
+    k_dev_.upload(k_pool_);
+    v_dev_ = DeviceBuffer(v_pool_.size() * 2);
+    v_dev_.upload(v_pool_);
+    o_dev_ = DeviceBuffer(o_elems_ * 2);
+    lse_elems_ = static_cast<size_t>(std::max(rows_, 1)) * hq;
+    lse_dev_ = DeviceBuffer((lse_elems_ + 64) * 4);
+    cu_q_dev_ = DeviceBuffer(cu_q_.size() * 4);
+    cu_q_dev_.upload(cu_q_);
+    cu_k_dev_ = DeviceBuffer(cu_k_.size() * 4);
+    cu_k_dev_.upload(cu_k_);
+    std::vector<int> used(c_.seqlens_k.begin(), c_.seqlens_k.end());
+    used_dev_ = DeviceBuffer(used.size() * 4);
+    used_dev_.upload(used);
+    if (c_.paged) {
+      table_dev_ = DeviceBuffer(table_.size() * 4);
+      table_dev_.upload(table_);
+    }
+
+    AttentionParams& p = params_;
+    p.q = q_dev_.get();
+    p.k = k_dev_.get();
+    p.v = v_dev_.get();
+    p.o = o_dev_.get();
+    p.return_lse = c_.lse;
+    p.lse = c_.lse ? static_cast<float*>(lse_dev_.get()) : nullptr;
+    p.batch = b;
+    p.seqlen_q = max_q_;
+    p.seqlen_k = std::max(stored_max, 1);
+    p.heads_q = hq;
+    p.heads_kv = hkv;
+    p.head_dim = c_.d;
+    p.head_dim_v = c_.dv;
+    p.dtype = c_.dtype;
+    p.causal = c_.causal;
+    if (c_.ragged_q) {
+      p.cu_seqlens_q = static_cast<const int32_t*>(cu_q_dev_.get());
+      p.total_q = rows_;
+    }
+    // The keys each sequence sees: seqused_k when the caches are padded or paged, else the ragged lengths.
+    p.seqused_k = c_.cache_slack || c_.paged || !c_.ragged_k ? static_cast<const int32_t*>(used_dev_.get()) : nullptr;
+    if (c_.paged) {
+      p.page_table = static_cast<const int32_t*>(table_dev_.get());
+      p.page_size = c_.page_size;
+      p.num_pages = num_pages_;
+      p.max_pages_per_seq = max_pages_;
+      p.seqlen_k = std::min<int64_t>(p.seqlen_k, static_cast<int64_t>(max_pages_) * c_.page_size);
+    } else if (c_.ragged_k) {
+      p.cu_seqlens_k = static_cast<const int32_t*>(cu_k_dev_.get());
+      p.total_k = cu_k_.back();
+    }
+    p.num_splits = c_.num_splits;
+  }
+
+  ServingResult check() {
+    ServingResult result;
+    const int b = static_cast<int>(c_.seqlens_q.size()), hq = c_.heads_q;
+    result.o = o_dev_.download<uint16_t>(o_elems_);
+    const std::vector<float> lse = lse_dev_.download<float>(lse_elems_ + 64);
+    const double atol = c_.dtype == DType::bf16 ? 2e-2 : 4e-3;
+    std::ostringstream failures;
+    size_t bad = 0;
+    for (int i = 0; i < b; ++i) {
+      const int sq = c_.seqlens_q[i], sk = c_.seqlens_k[i];
+      if (sq == 0) continue;
+      RefProblem rp;
+      rp.batch = 1, rp.seqlen_q = sq, rp.seqlen_k = sk, rp.heads_q = hq, rp.heads_kv = c_.heads_kv;
+      rp.head_dim = c_.d, rp.head_dim_v = c_.dv, rp.dtype = c_.dtype, rp.causal = c_.causal;
+      rp.scale = 1.0f / std::sqrt(static_cast<float>(c_.d));
+      rp.q = {0, static_cast<int64_t>(hq) * c_.d, c_.d};
+      rp.k = {0, static_cast<int64_t>(c_.heads_kv) * c_.d, c_.d};
+      rp.v = {0, static_cast<int64_t>(c_.heads_kv) * c_.dv, c_.dv};
+      const size_t row0 = c_.ragged_q ? cu_q_[i] : static_cast<size_t>(i) * max_q_;
+      static const uint16_t empty = 0;
+      const RefResult ref = reference_attention_cpu(rp, &q_host_[row0 * hq * c_.d], sk ? k_seq_[i].data() : &empty,
+                                                    sk ? v_seq_[i].data() : &empty);
+      for (int t = 0; t < sq; ++t)
+        for (int h = 0; h < hq; ++h) {
+          for (int j = 0; j < c_.dv; ++j) {
+            const double got = from_half(c_.dtype, result.o[((row0 + t) * hq + h) * c_.dv + j]);
+            const double want = ref.o[(static_cast<size_t>(t) * hq + h) * c_.dv + j];
+            const double err = std::abs(got - want);
+            if (std::isfinite(err)) result.max_error = std::max(result.max_error, err);
+            if (!(err <= atol + atol * std::abs(want)) && bad++ < 5)
+              failures << "\n  seq " << i << " o[t=" << t << ", h=" << h << ", j=" << j << "] = " << got << ", reference " << want;
+          }
+          if (c_.lse) {
+            const size_t index = c_.ragged_q ? static_cast<size_t>(h) * rows_ + row0 + t
+                                             : (static_cast<size_t>(i) * hq + h) * max_q_ + t;
+            const double want = ref.lse[static_cast<size_t>(h) * sq + t], got = lse[index];
+            const bool ok = std::isinf(want) ? (std::isinf(got) && got < 0) : std::abs(got - want) <= 2e-3 + 1e-4 * std::abs(want);
+            if (!ok && bad++ < 5) failures << "\n  seq " << i << " lse[t=" << t << ", h=" << h << "] = " << got << ", reference " << want;
+          }
+        }
+    }
+    // Rows of the dense layout past a sequence's length, and the LSE guard, stay poisoned.
+    for (size_t i = lse_elems_; i < lse_elems_ + 64; ++i)
+      if (!std::isnan(lse[i])) {
+        failures << "\n  the LSE buffer was written past its end";
+        ++bad;
+        break;
+      }
+    result.passed = bad == 0;
+    if (bad) result.failures = std::to_string(bad) + " elements wrong" + failures.str();
+    return result;
+  }
+
+  ServingCase c_;
+  std::mt19937_64 rng_;
+  AttentionParams params_;
+  std::vector<int> cu_q_, cu_k_, table_;
+  int rows_ = 0, max_q_ = 1, max_pages_ = 1, num_pages_ = 0;
+  size_t o_elems_ = 0, lse_elems_ = 0;
+  std::vector<uint16_t> q_host_, k_pool_, v_pool_;
+  std::vector<std::vector<uint16_t>> k_seq_, v_seq_;
+  DeviceBuffer q_dev_, k_dev_, v_dev_, o_dev_, lse_dev_, cu_q_dev_, cu_k_dev_, used_dev_, table_dev_, workspace_;
+};
+
+std::vector<ServingCase> serving_cases() {
+  std::vector<ServingCase> cases;
+  auto add = [&](ServingCase c) { cases.push_back(std::move(c)); };
+  for (bool causal : {false, true}) {
+    const std::string m = causal ? "_causal" : "_full";
+    ServingCase c;
+    c.causal = causal;
+    // Ragged prefill: lengths 0, 1, tails and several tiles, sq != sk.
+    c.name = "ragged" + m;
+    c.seqlens_q = {0, 1, 130, 77, 300};
+    c.seqlens_k = {5, 1, 130, 200, 257};
+    add(c);
+    c.name = "ragged_gqa4_fp16_d64" + m;
+    c.dtype = DType::fp16, c.d = c.dv = 64, c.heads_q = 8, c.heads_kv = 2;
+    c.seqlens_q = {64, 3, 257};
+    c.seqlens_k = {64, 100, 300};
+    add(c);
+    // Padded caches (seqused_k) with dense queries.
+    c = ServingCase{};
+    c.name = "seqused_dense" + m;
+    c.causal = causal, c.ragged_q = false, c.ragged_k = false, c.cache_slack = 37;
+    c.seqlens_q = {40, 40, 40};
+    c.seqlens_k = {0, 90, 200};
+    add(c);
+    // Paged KV, every page size, ragged queries, shuffled pages; shared prefix pages.
+    for (int ps : {16, 32, 64, 128, 256}) {
+      c = ServingCase{};
+      c.name = "paged" + std::to_string(ps) + m;
+      c.causal = causal, c.paged = true, c.page_size = ps, c.share_pages = true;
+      c.seqlens_q = {3, 1, 50, 0};
+      c.seqlens_k = {300, 200, 70, 10};
+      add(c);
+    }
+    // Decode: GQA ratios 1 to 32 packed (or not), one to four new tokens, long caches, split-KV.
+    for (auto [hq, hkv] : {std::pair{4, 4}, {8, 2}, {32, 8}, {6, 2}, {32, 1}}) {
+      for (int splits : {0, 1, 3, 64}) {
+        c = ServingCase{};
+        c.name = "decode_h" + std::to_string(hq) + "_" + std::to_string(hkv) + "_splits" + std::to_string(splits) + m;
+        c.causal = causal, c.heads_q = hq, c.heads_kv = hkv, c.paged = true, c.page_size = 64;
+        c.seqlens_q = {1, 4, 2, 1};
+        c.seqlens_k = {1500, 37, 4100, 1};  // more parts than KV blocks for the short ones
+        c.num_splits = splits, c.workspace = splits != 1;
+        add(c);
+      }
+    }
+    // Split-KV on prefill (explicit parts) and with every head dim.
+    for (auto [d, dv] : {std::pair{32, 32}, {96, 96}, {192, 128}, {256, 256}}) {
+      c = ServingCase{};
+      c.name = "split_d" + std::to_string(d) + "_" + std::to_string(dv) + m;
+      c.causal = causal, c.d = d, c.dv = dv, c.num_splits = 5, c.workspace = true;
+      c.seqlens_q = {200, 1, 64};
+      c.seqlens_k = {700, 900, 64};
+      add(c);
+    }
+  }
+  return cases;
+}
+
+class ServingShapes : public ::testing::TestWithParam<ServingCase> {};
+
+TEST_P(ServingShapes, EverySequenceMatchesItsOwnReference) {
+  FA4_REQUIRE_GPU();
+  PrimaryContext context;
+  Options o = Options::from_env();
+  o.backend = Backend::portable;
+  Attention attention(o);
+  const ServingCase& c = GetParam();
+  Serving problem(c, std::hash<std::string>{}(c.name));
+  const ServingResult r = problem.run(attention);
+  EXPECT_TRUE(r.passed) << c.name << ": " << r.failures;
+  std::cout << "[serving] " << c.name << ": max |err| " << r.max_error << (r.passed ? "" : "  FAILED") << "\n";
+  if (c.workspace) {  // deterministic: a second run gives the same bits
+    const ServingResult again = problem.run(attention);
+    EXPECT_EQ(again.o, r.o) << "split-KV results differ from run to run";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ServingShapes, ::testing::ValuesIn(serving_cases()),
+                         [](const ::testing::TestParamInfo<ServingCase>& info) { return info.param.name; });
+
+// A sequence's output does not depend on the rest of the batch: decode sequence 0 alone, then next to
+// others of other lengths, with num_splits 0 and a workspace: the same bits.
+TEST(ServingShapes, SplitResultsAreBatchInvariant) {
+  FA4_REQUIRE_GPU();
+  PrimaryContext context;
+  Options o = Options::from_env();
+  o.backend = Backend::portable;
+  Attention attention(o);
+  ServingCase alone;
+  alone.name = "alone";
+  alone.heads_q = 8, alone.heads_kv = 2, alone.paged = true, alone.num_splits = 0, alone.workspace = true;
+  alone.seqlens_q = {1};
+  alone.seqlens_k = {3000};
+  ServingCase batch = alone;
+  batch.name = "batch";
+  batch.seqlens_q = {1, 4, 300};
+  batch.seqlens_k = {3000, 9000, 400};
+  // The same seed: sequence 0's q, k and v come out of the generator first in both problems.
+  const ServingResult a = Serving(alone, 7).run(attention), b = Serving(batch, 7).run(attention);
+  ASSERT_TRUE(a.passed) << a.failures;
+  ASSERT_TRUE(b.passed) << b.failures;
+  const size_t seq0 = static_cast<size_t>(alone.heads_q) * alone.dv;
+  EXPECT_TRUE(std::equal(a.o.begin(), a.o.begin() + seq0, b.o.begin())) << "sequence 0 changed with its batch";
+}
+
+// Attention::merge: two halves of the keys, each run with its LSE, merged, equal the whole.
+TEST(ServingShapes, MergingTwoHalvesEqualsTheWhole) {
+  FA4_REQUIRE_GPU();
+  PrimaryContext context;
+  Options o = Options::from_env();
+  o.backend = Backend::portable;
+  Attention attention(o);
+  const int b = 2, sq = 33, sk = 500, hq = 4, hkv = 2, d = 128;
+  const std::vector<uint16_t> q = random_halves(DType::bf16, size_t{b} * sq * hq * d, 1.f, 1),
+                              k = random_halves(DType::bf16, size_t{b} * sk * hkv * d, 1.f, 2),
+                              v = random_halves(DType::bf16, size_t{b} * sk * hkv * d, 1.f, 3);
+  DeviceBuffer qd(q.size() * 2), kd(k.size() * 2), vd(v.size() * 2);
+  qd.upload(q), kd.upload(k), vd.upload(v);
+  const size_t no = size_t{b} * sq * hq * d, nl = size_t{b} * hq * sq;
+  DeviceBuffer o_whole(no * 2), o_half[2] = {DeviceBuffer(no * 2), DeviceBuffer(no * 2)}, o_merged(no * 2);
+  DeviceBuffer lse_whole(nl * 4), lse_half[2] = {DeviceBuffer(nl * 4), DeviceBuffer(nl * 4)}, lse_merged(nl * 4);
+  o_merged.fill_bytes(0xff);
+  lse_merged.fill_bytes(0xff);
+  auto run = [&](int64_t first_key, int64_t keys, DeviceBuffer& out, DeviceBuffer& lse) {
+    AttentionParams p;
+    p.q = qd.get();
+    p.k = reinterpret_cast<const void*>(kd.ptr() + first_key * hkv * d * 2);
+    p.v = reinterpret_cast<const void*>(vd.ptr() + first_key * hkv * d * 2);
+    p.o = out.get();
+    p.return_lse = true;
+    p.lse = static_cast<float*>(lse.get());
+    p.batch = b, p.seqlen_q = sq, p.seqlen_k = keys, p.heads_q = hq, p.heads_kv = hkv, p.head_dim = d;
+    p.q_stride = {int64_t{sq} * hq * d, int64_t{hq} * d, d};
+    p.k_stride = p.v_stride = {int64_t{sk} * hkv * d, int64_t{hkv} * d, d};
+    attention.run(p, nullptr);
+  };
+  run(0, sk, o_whole, lse_whole);
+  run(0, 200, o_half[0], lse_half[0]);
+  run(200, sk - 200, o_half[1], lse_half[1]);
+  MergeParams m;
+  m.states = {{o_half[0].get(), static_cast<const float*>(lse_half[0].get())},
+              {o_half[1].get(), static_cast<const float*>(lse_half[1].get())}};
+  m.o = o_merged.get();
+  m.lse = static_cast<float*>(lse_merged.get());
+  m.batch = b, m.seqlen = sq, m.heads = hq, m.head_dim_v = d;
+  attention.merge(m, nullptr);
+  FA4_CU(cuCtxSynchronize());
+  const std::vector<uint16_t> whole = o_whole.download<uint16_t>(no), merged = o_merged.download<uint16_t>(no);
+  const std::vector<float> lw = lse_whole.download<float>(nl), lm = lse_merged.download<float>(nl);
+  double worst = 0, worst_lse = 0;
+  for (size_t i = 0; i < no; ++i) worst = std::max(worst, static_cast<double>(std::abs(from_half(DType::bf16, whole[i]) - from_half(DType::bf16, merged[i]))));
+  for (size_t i = 0; i < nl; ++i) worst_lse = std::max(worst_lse, static_cast<double>(std::fabs(lw[i] - lm[i])));
+  EXPECT_LT(worst, 2e-2) << "merged halves differ from the whole";
+  EXPECT_LT(worst_lse, 1e-3);
+  std::cout << "[serving] merge of two halves: max |O diff| " << worst << ", max |LSE diff| " << worst_lse << "\n";
+}
+
+}  // namespace
+}  // namespace fa4::test
