@@ -3,8 +3,9 @@
 # build/ was built elsewhere and carried over (nothing is rebuilt here). Every stage is independent (one
 # failing does not stop the rest) and time-limited; logs and results are collected under $OUT.
 #
-#   tools/gpu_session.sh [STAGE...]      stages (run in this order): info tests selftest oracle overhead attention
-#                                        compile; groups: all (default), bench = overhead attention compile
+#   tools/gpu_session.sh [STAGE...]      stages (run in this order): info tests selftest oracle overhead decode
+#                                        attention compile; groups: all (default), bench = overhead decode
+#                                        attention compile
 # Environment:
 #   OUT                    where results go (default ./gpu-out); at most 8 files come back from there:
 #                          summary.txt, selftest.md, emulated.txt, bench_attention.{md,json}, bench_compile.json,
@@ -35,14 +36,14 @@ fi
 export FA4_COMMIT
 
 # Stage selection.
-ALL_STAGES="info tests selftest oracle overhead attention compile"
+ALL_STAGES="info tests selftest oracle overhead decode attention compile"
 selected=""
 [ $# -eq 0 ] && set -- all
 for arg in "$@"; do
   case "$arg" in
     all) selected="$selected $ALL_STAGES" ;;
-    bench) selected="$selected overhead attention compile" ;;
-    info|tests|selftest|oracle|attention|overhead|compile) selected="$selected $arg" ;;
+    bench) selected="$selected overhead decode attention compile" ;;
+    info|tests|selftest|oracle|overhead|decode|attention|compile) selected="$selected $arg" ;;
     -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown stage '$arg' (stages: $ALL_STAGES; groups: all, bench)"; exit 2 ;;
   esac
@@ -139,6 +140,10 @@ fi
 
 if wanted overhead; then
   run_stage overhead 60 8 "^RESULT|SKIPPED" "$BUILD/bench_overhead"
+fi
+
+if wanted decode; then
+  run_stage decode 90 16 "^RESULT|SKIPPED" "$BUILD/bench_decode"
 fi
 
 if wanted attention; then
