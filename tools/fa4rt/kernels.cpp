@@ -188,20 +188,27 @@ int plan(const std::vector<std::string>& args) {
 }
 
 const char kDumpUsage[] =
-    "usage: fa4rt dump --out DIR [config options]\n"
+    "usage: fa4rt dump --out DIR [config options] [--lineinfo] [--verbose]\n"
     "\n"
     "Compiles one configuration and writes DIR/<kernel>.cu (the generated source), .log (NVRTC's log) and\n"
     ".cubin. No GPU needed; the caches are not used.\n"
     "\n"
-    "  --out DIR             where to write (created if missing)\n" FA4_CONFIG_OPTIONS;
+    "  --out DIR             where to write (created if missing)\n" FA4_CONFIG_OPTIONS
+    "  --lineinfo            compile with -lineinfo: the cubin maps SASS to lines of DIR/<kernel>.cu\n"
+    "                        (nvdisasm -gi); what tools/sass_report.py reads. Not what run() compiles\n"
+    "                        or caches, but -lineinfo does not change the generated code\n"
+    "  --verbose             ptxas --verbose: registers, spills and stack in the .log\n";
 
 int dump(const std::vector<std::string>& args) {
   KernelConfig config;
   std::string out;
+  bool lineinfo = false, verbose = false;
   Flags flags(args);
   while (flags.next()) {
     if (read_config_flag(flags, config)) continue;
     if (flags.flag() == "--out") out = flags.value();
+    else if (flags.flag() == "--lineinfo") lineinfo = true;
+    else if (flags.flag() == "--verbose") verbose = true;
     else flags.unknown();
   }
   if (out.empty()) throw UsageError("needs --out DIR");
@@ -211,7 +218,10 @@ int dump(const std::vector<std::string>& args) {
   const KernelKey key = detail::key_for_config(config, target_arch(config));
   const Plan p = detail::make_plan(key);
   const std::string source = detail::assemble_source(p);
-  const detail::CompiledKernel k = detail::nvrtc_compile(source, detail::compile_options(key), key.name(), out);
+  std::vector<std::string> options = detail::compile_options(key);
+  if (lineinfo) options.push_back("-lineinfo");
+  if (verbose) options.push_back("--ptxas-options=--verbose");
+  const detail::CompiledKernel k = detail::nvrtc_compile(source, options, key.name(), out);
   std::ofstream cubin(out + "/" + key.name() + ".cubin", std::ios::binary);
   if (!cubin.write(k.cubin.data(), static_cast<std::streamsize>(k.cubin.size())))
     throw Error(ErrorCode::invalid_argument, "--out " + out + ": cannot write the cubin");
