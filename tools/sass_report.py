@@ -539,6 +539,53 @@ def source_functions(path):
     return funcs
 
 
+def statement_end(text, i):
+    """Index just past the statement starting at text[i] (a braced block, a for/while/if statement, or up to ';')."""
+    n = len(text)
+    while i < n and text[i].isspace():
+        i += 1
+    if i < n and text[i] == "{":
+        depth = 0
+        while i < n:
+            depth += text[i] == "{"
+            depth -= text[i] == "}"
+            i += 1
+            if depth == 0:
+                return i
+        return n
+    m = re.match(r"(for|while|if)\s*\(", text[i:])
+    if m:
+        j, depth = i + m.end() - 1, 0
+        while j < n:
+            depth += text[j] == "("
+            depth -= text[j] == ")"
+            j += 1
+            if depth == 0:
+                break
+        return statement_end(text, j)
+    j = text.find(";", i)
+    return n if j < 0 else j + 1
+
+
+def source_for_loops(path, regex):
+    """[(first_line, last_line, header)] of the for statements whose header matches regex."""
+    text = strip_comments(open(path, encoding="utf-8", errors="replace").read())
+    out = []
+    for m in re.finditer(r"\bfor\s*\(", text):
+        j, depth = m.end() - 1, 0
+        while j < len(text):
+            depth += text[j] == "("
+            depth -= text[j] == ")"
+            j += 1
+            if depth == 0:
+                break
+        header = text[m.start():j]
+        if re.search(regex, header):
+            end = statement_end(text, j)
+            out.append((text.count("\n", 0, m.start()) + 1, text.count("\n", 0, end) + 1, " ".join(header.split())))
+    return out
+
+
 class RoleMap:
     """Maps an instruction's inlining stack to a role: the innermost frame inside a function whose name matches
     role_regex (group 1 = the role), else 'kernel' for the entry function's own code, else 'other'."""
@@ -578,6 +625,10 @@ class RoleMap:
                     return role_title(m.group(1))
                 kernel = kernel or is_kernel
         return "kernel" if kernel else ("other" if frames else None)
+
+    def kv_loops(self, path, regex):
+        real = self.resolve(path)
+        return source_for_loops(real, regex) if real else []
 
     def source_line(self, path, line):
         real = self.resolve(path)
@@ -645,6 +696,7 @@ def analyse(sass_text, roles, kv_loop_regex):
         by_role[ins.role or "unattributed"].append(ins)
     result["static_by_role"] = {r: count(v) for r, v in sorted(by_role.items())}
 
+    kv_re = re.compile(kv_loop_regex)
     candidates = []
     for loop in loops:
         if spin(loop):
@@ -652,13 +704,18 @@ def analyse(sass_text, roles, kv_loop_regex):
         body = loop_instrs(loop)
         role_votes = Counter(i.role for i in body if i.role)
         role = role_votes.most_common(1)[0][0] if role_votes else None
-        latch = max(loop.latches, key=lambda b: b.last.addr).last
-        src = ""
-        for path, line in latch.frames[:1] + loop.head.instrs[0].frames[:1]:
-            text = roles.source_line(path, line) if roles else ""
-            if text.startswith("for") or "for (" in text:
-                src = "%s:%d: %s" % (os.path.basename(path), line, text)
-                break
+        # The loop's source: a for statement among the lines of its latch and head blocks (the increment,
+        # compare and branch of a for loop carry its line), the K/V loop's first.
+        fors = []
+        if roles:
+            latch = max(loop.latches, key=lambda b: b.last.addr)
+            for ins in latch.instrs[::-1] + loop.head.instrs:
+                for path, line in ins.frames:
+                    text = roles.source_line(path, line)
+                    entry = "%s:%d: %s" % (os.path.basename(path), line, text)
+                    if re.match(r"for\s*\(", text) and entry not in fors:
+                        fors.append(entry)
+        src = next((f for f in fors if kv_re.search(f)), fors[0] if fors else "")
         non_spin_children = [c for c in loop.children if not spin(c)]
         entry = {"head": "%04x" % loop.head.start, "end": "%04x" % loop.end, "role": role,
                  "signature_role": signature_role(body), "source": src, "hot_instructions": len(body),
@@ -666,24 +723,31 @@ def analyse(sass_text, roles, kv_loop_regex):
         candidates.append(entry)
     candidates.sort(key=lambda e: int(e["head"], 16))
 
-    # The steady-state loop of each role: the loop whose source header matches kv_loop_regex; without line
-    # info, the innermost non-spin loops, named by signature.
-    kv_re = re.compile(kv_loop_regex)
+    # The steady-state loop of each role: for each source for statement matching kv_loop_regex, the smallest
+    # SASS loop that holds (within 5 points) as large a share of the instructions its body compiled to as any
+    # loop does (line info: any frame of the instruction inside the statement; out-of-line fallbacks are
+    # outside every loop). Without line info: the innermost non-spin loops, named by signature.
     chosen = {}
-    for e in candidates:
-        if e["role"] and e["source"] and kv_re.search(e["source"]):
-            prev = chosen.get(e["role"])
-            if prev is None or e["depth"] > prev["depth"]:
-                chosen[e["role"]] = e
-    if not has_lines:
-        for e in candidates:
-            if e["inner_loops"] == 0 and e["signature_role"]:
-                name = e["signature_role"]
-                k = 2
-                while name in chosen:
-                    name = "%s#%d" % (e["signature_role"], k)
-                    k += 1
-                chosen[name] = e
+    if has_lines and roles:
+        source_loops = {}
+        for ins in kernel.instrs:
+            for path, line in ins.frames:
+                if path not in source_loops:
+                    source_loops[path] = roles.kv_loops(path, kv_loop_regex)
+        block_of = {ins.addr: b.index for b in blocks for ins in b.instrs}
+        for path, stmts in source_loops.items():
+            for first, last, header in stmts:
+                inside = [i for i in kernel.instrs if any(p == path and first <= l <= last for p, l in i.frames)]
+                if not inside:
+                    continue
+                shares = [(sum(1 for i in inside if block_of[i.addr] in e["loop"].body) / len(inside), e) for e in candidates]
+                top = max((sh for sh, _ in shares), default=0)
+                holders = [(len(e["loop"].body), e) for sh, e in shares if sh > 0.5 and sh >= top - 0.05]
+                if holders:
+                    e = min(holders, key=lambda h: h[0])[1]
+                    if e["role"] and e["role"] not in ("kernel", "other"):
+                        e["source"] = "%s:%d: %s" % (os.path.basename(path), first, header)
+                        chosen[e["role"]] = e
     for role, e in sorted(chosen.items()):
         paths = trip_paths(e["loop"], blocks, kernel.instrs)
         result["roles"][role] = {
@@ -773,20 +837,38 @@ def model_line(kernel, cfg, role, counts, extra=""):
                 p.get("convert", 0), p.get("tensor", 0), p.get("tmem", 0), f.get("wait", 0), f.get("BRA.DIV", 0), extra))
 
 
+def difference(full, steady):
+    return {"instructions": full["instructions"] - steady["instructions"],
+            "pipes": {k: full["pipes"].get(k, 0) - steady["pipes"].get(k, 0) for k in set(full["pipes"]) | set(steady["pipes"])},
+            "flags": {k: full["flags"].get(k, 0) - steady["flags"].get(k, 0) for k in set(full["flags"]) | set(steady["flags"])}}
+
+
 def model_lines(kernel, cfg, res):
+    """Per role, the steady trip; for Softmax also the extra of a masked block (SoftmaxMasked) and for
+    Correction the extra of a block whose O is rescaled (CorrectionRescale): each the full trip less the
+    steady one."""
     lines = []
     for role in MODEL_ROLES:
         r = res["roles"].get(role)
         if not r or r["loop"].get("per") == "tile":
             continue
         lines.append(model_line(kernel, cfg, role, r["steady"]))
-        if role == "Correction":  # the O rescale: the full trip less the steady one
-            full, steady = r["full"], r["steady"]
-            diff = {"instructions": full["instructions"] - steady["instructions"],
-                    "pipes": {k: full["pipes"].get(k, 0) - steady["pipes"].get(k, 0) for k in full["pipes"]},
-                    "flags": {k: full["flags"].get(k, 0) - steady["flags"].get(k, 0) for k in full["flags"]}}
-            lines.append(model_line(kernel, cfg, "CorrectionRescale", diff))
+        extra = {"Softmax": "SoftmaxMasked", "Correction": "CorrectionRescale"}.get(role)
+        if extra:
+            lines.append(model_line(kernel, cfg, extra, difference(r["full"], r["steady"])))
     return lines
+
+
+def merge_counts_file(path, kernel, new_lines):
+    """Replace `kernel`'s lines of a counts table, keeping its comments and other kernels' lines (FA4's)."""
+    kept = []
+    if os.path.exists(path):
+        for line in open(path).read().splitlines():
+            if line.split(None, 1)[:1] != [kernel]:
+                kept.append(line)
+    header = [l for l in kept if l.startswith("#")]
+    others = [l for l in kept if l.strip() and not l.startswith("#")]
+    return "\n".join(header + new_lines + others) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -862,6 +944,9 @@ def main():
     ap.add_argument("--json", help="write everything counted as JSON here")
     ap.add_argument("--markdown", help="write the per-role tables as Markdown here")
     ap.add_argument("--model-lines", help="write the model's input lines (fa4rt plan --counts) here")
+    ap.add_argument("--update-counts", metavar="FILE",
+                    help="replace this kernel's lines in a counts table (bench/results/sm100-model-counts.txt), "
+                         "keeping the other kernels' lines and the comments")
     ap.add_argument("--keep", help="keep the dumped .cu/.log/.cubin in this directory")
     args = ap.parse_args()
 
@@ -908,10 +993,13 @@ def main():
         open(args.markdown, "w").write(md + "\n")
     if args.model_lines:
         open(args.model_lines, "w").write("\n".join(lines) + "\n")
+    if args.update_counts:
+        text = merge_counts_file(args.update_counts, args.kernel_name or ("ours" if not args.cubin else "other"), lines)
+        open(args.update_counts, "w").write(text)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({name: res for name, res in results}, f, indent=1, sort_keys=True)
-    if not (args.markdown or args.json or args.model_lines):
+    if not (args.markdown or args.json or args.model_lines or args.update_counts):
         print(md)
         print("\n".join(lines))
     return 0

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "runtime/codegen.hpp"
 #include "runtime/nvrtc.hpp"
@@ -161,29 +162,43 @@ int resources(const std::vector<std::string>& args) {
   "  --qh-per-kv N         q heads per kv head (GQA; default 1)\n"
 
 const char kPlanUsage[] =
-    "usage: fa4rt plan [config options] [--seqlen-q N --seqlen-k N] [--dot]\n"
+    "usage: fa4rt plan [config options] [--seqlen-q N --seqlen-k N] [--dot | --model [--counts FILE]]\n"
     "\n"
     "Prints the Plan of one configuration: math contract, MMA contracts, TMEM map, warp roles, barrier\n"
-    "graph, mask block classes (for the given sequence lengths) and risks. No GPU, no compile.\n"
+    "graph, mask block classes (for the given sequence lengths) and risks; for the sm100 kernel, the B200\n"
+    "speed model's bound and predicted TFLOP/s next to FA4's (docs/speed-model.md). No GPU, no compile.\n"
     "\n" FA4_CONFIG_OPTIONS
-    "  --seqlen-q N --seqlen-k N   sequence lengths for the mask block classes\n"
-    "  --dot                 print the barrier graph in Graphviz DOT instead\n";
+    "  --seqlen-q N --seqlen-k N   sequence lengths for the mask block classes (equal: the model's causal share)\n"
+    "  --dot                 print the barrier graph in Graphviz DOT instead\n"
+    "  --model               print only the speed model\n"
+    "  --counts FILE         the model's per-role SASS counts from FILE (tools/sass_report.py --model-lines)\n"
+    "                        instead of bench/results/sm100-model-counts.txt as built in\n";
 
 int plan(const std::vector<std::string>& args) {
   KernelConfig config;
   int seqlen_q = 0, seqlen_k = 0;
-  bool dot = false;
+  bool dot = false, model = false;
+  std::string counts;
   Flags flags(args);
   while (flags.next()) {
     if (read_config_flag(flags, config)) continue;
     if (flags.flag() == "--seqlen-q") seqlen_q = flags.number();
     else if (flags.flag() == "--seqlen-k") seqlen_k = flags.number();
     else if (flags.flag() == "--dot") dot = true;
-    else flags.unknown();
+    else if (flags.flag() == "--model") model = true;
+    else if (flags.flag() == "--counts") {
+      const std::string path = flags.value();
+      std::ifstream in(path);
+      std::ostringstream text;
+      if (!(in && text << in.rdbuf())) throw Error(ErrorCode::invalid_argument, "--counts " + path + ": cannot read");
+      counts = text.str();
+    } else flags.unknown();
   }
   const int arch = target_arch(config);
   const Plan p = detail::make_plan(detail::key_for_config(config, arch));
-  std::cout << (dot ? detail::barrier_dot(p) : detail::plan_report(p, seqlen_q, seqlen_k));
+  if (dot) std::cout << detail::barrier_dot(p);
+  else if (model) std::cout << detail::speed_section(p, seqlen_q == seqlen_k ? seqlen_q : 0, counts);
+  else std::cout << detail::plan_report(p, seqlen_q, seqlen_k, counts);
   return 0;
 }
 
