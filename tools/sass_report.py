@@ -748,6 +748,13 @@ def analyse(sass_text, roles, kv_loop_regex):
                     if e["role"] and e["role"] not in ("kernel", "other"):
                         e["source"] = "%s:%d: %s" % (os.path.basename(path), first, header)
                         chosen[e["role"]] = e
+    if not chosen:
+        for e in candidates:
+            if e["inner_loops"] == 0 and e["signature_role"]:
+                name, k = e["signature_role"], 2
+                while name in chosen:
+                    name, k = "%s#%d" % (e["signature_role"], k), k + 1
+                chosen[name] = e
     for role, e in sorted(chosen.items()):
         paths = trip_paths(e["loop"], blocks, kernel.instrs)
         result["roles"][role] = {
@@ -824,7 +831,7 @@ def dump_config(fa4rt, cfg, out_dir):
 # ---------------------------------------------------------------------------------------------------------
 # Model inputs for `fa4rt plan` (one line per role; docs/speed-model.md)
 
-MODEL_ROLES = ["Softmax", "Correction", "Mma", "Load", "Epilogue"]
+MODEL_ROLES = ["Softmax", "Correction", "Mma", "Load"]  # per K/V block; the Epilogue works per tile
 
 
 def model_line(kernel, cfg, role, counts, extra=""):
