@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "runtime/codegen.hpp"
 #include "runtime/nvrtc.hpp"
@@ -161,47 +162,68 @@ int resources(const std::vector<std::string>& args) {
   "  --qh-per-kv N         q heads per kv head (GQA; default 1)\n"
 
 const char kPlanUsage[] =
-    "usage: fa4rt plan [config options] [--seqlen-q N --seqlen-k N] [--dot]\n"
+    "usage: fa4rt plan [config options] [--seqlen-q N --seqlen-k N] [--dot | --model [--counts FILE]]\n"
     "\n"
     "Prints the Plan of one configuration: math contract, MMA contracts, TMEM map, warp roles, barrier\n"
-    "graph, mask block classes (for the given sequence lengths) and risks. No GPU, no compile.\n"
+    "graph, mask block classes (for the given sequence lengths) and risks; for the sm100 kernel, the B200\n"
+    "speed model's bound and predicted TFLOP/s next to FA4's (docs/speed-model.md). No GPU, no compile.\n"
     "\n" FA4_CONFIG_OPTIONS
-    "  --seqlen-q N --seqlen-k N   sequence lengths for the mask block classes\n"
-    "  --dot                 print the barrier graph in Graphviz DOT instead\n";
+    "  --seqlen-q N --seqlen-k N   sequence lengths for the mask block classes (equal: the model's causal share)\n"
+    "  --dot                 print the barrier graph in Graphviz DOT instead\n"
+    "  --model               print only the speed model\n"
+    "  --counts FILE         the model's per-role SASS counts from FILE (tools/sass_report.py --model-lines)\n"
+    "                        instead of bench/results/sm100-model-counts.txt as built in\n";
 
 int plan(const std::vector<std::string>& args) {
   KernelConfig config;
   int seqlen_q = 0, seqlen_k = 0;
-  bool dot = false;
+  bool dot = false, model = false;
+  std::string counts;
   Flags flags(args);
   while (flags.next()) {
     if (read_config_flag(flags, config)) continue;
     if (flags.flag() == "--seqlen-q") seqlen_q = flags.number();
     else if (flags.flag() == "--seqlen-k") seqlen_k = flags.number();
     else if (flags.flag() == "--dot") dot = true;
-    else flags.unknown();
+    else if (flags.flag() == "--model") model = true;
+    else if (flags.flag() == "--counts") {
+      const std::string path = flags.value();
+      std::ifstream in(path);
+      std::ostringstream text;
+      if (!(in && text << in.rdbuf())) throw Error(ErrorCode::invalid_argument, "--counts " + path + ": cannot read");
+      counts = text.str();
+    } else flags.unknown();
   }
   const int arch = target_arch(config);
   const Plan p = detail::make_plan(detail::key_for_config(config, arch));
-  std::cout << (dot ? detail::barrier_dot(p) : detail::plan_report(p, seqlen_q, seqlen_k));
+  if (dot) std::cout << detail::barrier_dot(p);
+  else if (model) std::cout << detail::speed_section(p, seqlen_q == seqlen_k ? seqlen_q : 0, counts);
+  else std::cout << detail::plan_report(p, seqlen_q, seqlen_k, counts);
   return 0;
 }
 
 const char kDumpUsage[] =
-    "usage: fa4rt dump --out DIR [config options]\n"
+    "usage: fa4rt dump --out DIR [config options] [--lineinfo] [--verbose]\n"
     "\n"
     "Compiles one configuration and writes DIR/<kernel>.cu (the generated source), .log (NVRTC's log) and\n"
     ".cubin. No GPU needed; the caches are not used.\n"
     "\n"
-    "  --out DIR             where to write (created if missing)\n" FA4_CONFIG_OPTIONS;
+    "  --out DIR             where to write (created if missing)\n" FA4_CONFIG_OPTIONS
+    "  --lineinfo            compile with -lineinfo: the cubin maps SASS to lines of DIR/<kernel>.cu\n"
+    "                        (nvdisasm -gi); what tools/sass_report.py reads. Not what run() compiles\n"
+    "                        or caches, but -lineinfo does not change the generated code\n"
+    "  --verbose             ptxas --verbose: registers, spills and stack in the .log\n";
 
 int dump(const std::vector<std::string>& args) {
   KernelConfig config;
   std::string out;
+  bool lineinfo = false, verbose = false;
   Flags flags(args);
   while (flags.next()) {
     if (read_config_flag(flags, config)) continue;
     if (flags.flag() == "--out") out = flags.value();
+    else if (flags.flag() == "--lineinfo") lineinfo = true;
+    else if (flags.flag() == "--verbose") verbose = true;
     else flags.unknown();
   }
   if (out.empty()) throw UsageError("needs --out DIR");
@@ -211,7 +233,10 @@ int dump(const std::vector<std::string>& args) {
   const KernelKey key = detail::key_for_config(config, target_arch(config));
   const Plan p = detail::make_plan(key);
   const std::string source = detail::assemble_source(p);
-  const detail::CompiledKernel k = detail::nvrtc_compile(source, detail::compile_options(key), key.name(), out);
+  std::vector<std::string> options = detail::compile_options(key);
+  if (lineinfo) options.push_back("-lineinfo");
+  if (verbose) options.push_back("--ptxas-options=--verbose");
+  const detail::CompiledKernel k = detail::nvrtc_compile(source, options, key.name(), out);
   std::ofstream cubin(out + "/" + key.name() + ".cubin", std::ios::binary);
   if (!cubin.write(k.cubin.data(), static_cast<std::streamsize>(k.cubin.size())))
     throw Error(ErrorCode::invalid_argument, "--out " + out + ": cannot write the cubin");

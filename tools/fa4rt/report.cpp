@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "kernel_src/common/block_range.h"
+#include "tools/fa4rt/speed_model.hpp"
 
 namespace fa4::detail {
 namespace {
@@ -164,7 +165,18 @@ std::string barrier_dot(const Plan& plan) {
   return out.str();
 }
 
-std::string plan_report(const Plan& plan, int seqlen_q, int seqlen_k) {
+std::string speed_section(const Plan& plan, int seqlen, const std::string& counts) {
+  std::ostringstream out;
+  section(out, "Speed model (B200 steady state per K/V block; docs/speed-model.md)");
+  try {
+    out << cli::speed_model_report(plan, cli::parse_counts(counts.empty() ? cli::embedded_counts() : counts), seqlen);
+  } catch (const std::runtime_error& e) {
+    out << "  no model: " << e.what() << "\n";
+  }
+  return out.str();
+}
+
+std::string plan_report(const Plan& plan, int seqlen_q, int seqlen_k, const std::string& counts) {
   std::ostringstream out;
   out << "fa4rt plan: " << plan.key.name() << "  (kernel " << plan.kernel_name << " from kernel_src/" << plan.source
       << ", target " << plan.key.target() << ", " << plan.threads << " threads" << (plan.persistent ? ", persistent grid" : "")
@@ -181,6 +193,8 @@ std::string plan_report(const Plan& plan, int seqlen_q, int seqlen_k) {
     out << mask_classes(plan, seqlen_q, seqlen_k);
   }
   risks(out, plan);
+  if (plan.key.backend == Backend::sm100 || plan.key.backend == Backend::sm100_emulated)
+    out << speed_section(plan, seqlen_q == seqlen_k ? seqlen_q : 0, counts);
   return out.str();
 }
 

@@ -9,8 +9,12 @@ namespace fa4::detail {
 
 // The full report: math contract, streaming-state formulas, MMA contracts, TMEM map with reuse rules,
 // shared memory, warp roles, barrier graph, mask block classes for (seqlen_q, seqlen_k) when both > 0,
-// risks and fallback.
-std::string plan_report(const Plan& plan, int seqlen_q, int seqlen_k);
+// risks and fallback; for sm100 Plans, the speed model's bound and prediction (speed_section).
+std::string plan_report(const Plan& plan, int seqlen_q, int seqlen_k, const std::string& counts = "");
+
+// The B200 speed model for an sm100 Plan (tools/fa4rt/speed_model.hpp) from a counts table (empty: the
+// table embedded at build time); seqlen: for the causal share (0: 16384).
+std::string speed_section(const Plan& plan, int seqlen, const std::string& counts = "");
 
 // The barrier graph in Graphviz DOT: roles as nodes, one edge per barrier (producer -> consumer).
 std::string barrier_dot(const Plan& plan);
