@@ -98,6 +98,25 @@ Case plan_case(const std::string& name, const std::string& field, Backend backen
           }};
 }
 
+// ---- MergeParams ----------------------------------------------------------------------------------
+
+MergeParams valid_merge() {
+  MergeParams m;
+  m.states = {{reinterpret_cast<const void*>(uintptr_t{1} << 50), reinterpret_cast<const float*>(uintptr_t{2} << 50)},
+              {reinterpret_cast<const void*>(uintptr_t{3} << 50), reinterpret_cast<const float*>(uintptr_t{4} << 50)}};
+  m.o = reinterpret_cast<void*>(uintptr_t{5} << 50);
+  m.batch = 2, m.seqlen = 10, m.heads = 8, m.head_dim_v = 128;
+  return m;
+}
+
+Case merge_case(const std::string& name, const std::string& field, std::function<void(MergeParams&)> bad) {
+  return {"merge/" + name, field, [bad] {
+            MergeParams m = valid_merge();
+            bad(m);
+            return catching([&] { detail::validate_merge(m); });
+          }};
+}
+
 // ---- KernelConfig ---------------------------------------------------------------------------------
 
 Options quiet_options() {
@@ -334,6 +353,81 @@ std::vector<Case> bad_inputs() {
         p.return_lse = true;
         p.lse = reinterpret_cast<float*>(const_cast<void*>(p.q));
       }),
+      // serving shapes: what has a host-side value (device arrays are the caller's promise: correctness.md)
+      params_case("cu_seqlens_q misaligned", "cu_seqlens_q", [](P& p) {
+        p.cu_seqlens_q = reinterpret_cast<const int32_t*>((uintptr_t{5} << 50) + 2);
+      }),
+      params_case("page_table misaligned", "page_table", [](P& p) {
+        p.page_table = reinterpret_cast<const int32_t*>((uintptr_t{5} << 50) + 1);
+        p.page_size = 64, p.num_pages = 10, p.max_pages_per_seq = 5;
+      }),
+      params_case("total_q without cu_seqlens_q", "total_q", [](P& p) { p.total_q = 50; }),
+      params_case("total_q above batch * seqlen_q (max_seqlen_q too small)", "total_q", [](P& p) {
+        p.cu_seqlens_q = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
+        p.total_q = p.batch * p.seqlen_q + 1;
+      }),
+      params_case("total_q negative", "total_q", [](P& p) {
+        p.cu_seqlens_q = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
+        p.total_q = -1;
+      }),
+      params_case("total_k above batch * seqlen_k (max_seqlen_k too small)", "total_k", [](P& p) {
+        p.cu_seqlens_k = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
+        p.total_k = p.batch * p.seqlen_k + 1;
+      }),
+      params_case("total_k without cu_seqlens_k", "total_k", [](P& p) { p.total_k = 10; }),
+      params_case("page_size 8", "page_size", [](P& p) {
+        p.page_table = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
+        p.page_size = 8, p.num_pages = 100, p.max_pages_per_seq = 40;
+      }),
+      params_case("page_size 96 (not a power of two)", "page_size", [](P& p) {
+        p.page_table = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
+        p.page_size = 96, p.num_pages = 100, p.max_pages_per_seq = 40;
+      }),
+      params_case("page_size 512", "page_size", [](P& p) {
+        p.page_table = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
+        p.page_size = 512, p.num_pages = 100, p.max_pages_per_seq = 40;
+      }),
+      params_case("num_pages 0", "num_pages", [](P& p) {
+        p.page_table = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
+        p.page_size = 64, p.num_pages = 0, p.max_pages_per_seq = 5;
+      }),
+      params_case("max_pages_per_seq 0", "max_pages_per_seq", [](P& p) {
+        p.page_table = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
+        p.page_size = 64, p.num_pages = 10, p.max_pages_per_seq = 0;
+      }),
+      params_case("seqlen_k beyond the page-table row", "seqlen_k", [](P& p) {
+        p.page_table = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
+        p.page_size = 64, p.num_pages = 10, p.max_pages_per_seq = 4;  // 256 keys < seqlen_k 300
+      }),
+      params_case("total_k with a page table", "total_k", [](P& p) {
+        p.page_table = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
+        p.page_size = 64, p.num_pages = 10, p.max_pages_per_seq = 5;
+        p.cu_seqlens_k = reinterpret_cast<const int32_t*>(uintptr_t{6} << 50);
+        p.total_k = 300;
+      }),
+      params_case("page_size without page_table", "page_table", [](P& p) { p.page_size = 64; }),
+      params_case("num_splits -1", "num_splits", [](P& p) { p.num_splits = -1; }),
+      params_case("num_splits 257", "num_splits", [](P& p) { p.num_splits = 257; }),
+      params_case("workspace misaligned", "workspace", [](P& p) {
+        p.workspace = reinterpret_cast<void*>((uintptr_t{7} << 50) + 128);
+        p.workspace_bytes = 1 << 20;
+      }),
+      params_case("workspace_bytes without workspace", "workspace", [](P& p) { p.workspace_bytes = 4096; }),
+      merge_case("one state", "states", [](MergeParams& m) { m.states.resize(1); }),
+      merge_case("nine states", "states", [](MergeParams& m) { m.states.resize(9, m.states[0]); }),
+      merge_case("state o null", "states[1].o", [](MergeParams& m) { m.states[1].o = nullptr; }),
+      merge_case("state lse misaligned", "states[0].lse", [](MergeParams& m) {
+        m.states[0].lse = reinterpret_cast<const float*>((uintptr_t{2} << 50) + 2);
+      }),
+      merge_case("o is a state", "o", [](MergeParams& m) { m.o = const_cast<void*>(m.states[1].o); }),
+      merge_case("head_dim_v 100", "head_dim_v", [](MergeParams& m) { m.head_dim_v = 100; }),
+      merge_case("seqlen 0", "seqlen", [](MergeParams& m) { m.seqlen = 0; }),
+      merge_case("total without cu_seqlens", "total", [](MergeParams& m) { m.total = 5; }),
+      merge_case("total above batch * seqlen", "total", [](MergeParams& m) {
+        m.cu_seqlens = reinterpret_cast<const int32_t*>(uintptr_t{6} << 50);
+        m.total = 21;
+      }),
+      merge_case("dtype 7", "dtype", [](MergeParams& m) { m.dtype = static_cast<DType>(7); }),
       // 32-bit index limits of the kernels (Plan-dependent)
       plan_case("portable seqlen_k 2^31-1", "seqlen_k", Backend::portable, 90, [](P& p) { p.seqlen_k = k2to31 - 1; }),
       plan_case("portable seqlen_k 2^31-31 (tile_n 32)", "seqlen_k", Backend::portable, 90, [](P& p) { p.seqlen_k = k2to31 - 31; }),

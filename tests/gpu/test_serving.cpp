@@ -30,6 +30,7 @@ struct ServingCase {
   int cache_slack = 0;       // keys stored past each sequence's used length (seqused_k)
   int num_splits = 1;
   bool workspace = false;
+  size_t workspace_short = 0;  // bytes fewer than workspace_size() asks for
 };
 
 struct ServingResult {
@@ -49,7 +50,7 @@ class Serving {
     lse_dev_.fill_bytes(0xff);
     AttentionParams p = params_;
     if (c_.workspace) {
-      const size_t bytes = attention.workspace_size(p);
+      const size_t bytes = attention.workspace_size(p) - c_.workspace_short;
       workspace_ = DeviceBuffer(std::max<size_t>(bytes, 256));
       p.workspace = workspace_.get();
       p.workspace_bytes = bytes;
@@ -57,6 +58,12 @@ class Serving {
     attention.run(p, nullptr);
     FA4_CU(cuCtxSynchronize());
     return check();
+  }
+
+  // Every element of O still holds the poison run() was given.
+  bool output_untouched() const {
+    const std::vector<uint16_t> o = o_dev_.download<uint16_t>(o_elems_);
+    return std::all_of(o.begin(), o.end(), [](uint16_t x) { return x == kPoisonHalf; });
   }
 
  private:
@@ -407,6 +414,30 @@ TEST(ServingShapes, MergingTwoHalvesEqualsTheWhole) {
   EXPECT_LT(worst, 2e-2) << "merged halves differ from the whole";
   EXPECT_LT(worst_lse, 1e-3);
   std::cout << "[serving] merge of two halves: max |O diff| " << worst << ", max |LSE diff| " << worst_lse << "\n";
+}
+
+// A workspace smaller than workspace_size() asks for: a typed error naming workspace_bytes, nothing launched.
+TEST(ServingShapes, TooSmallAWorkspaceIsATypedErrorAndWritesNothing) {
+  FA4_REQUIRE_GPU();
+  PrimaryContext context;
+  Options o = Options::from_env();
+  o.backend = Backend::portable;
+  Attention attention(o);
+  ServingCase c;
+  c.name = "short_workspace";
+  c.heads_q = 8, c.heads_kv = 2, c.num_splits = 0, c.workspace = true, c.workspace_short = 256;
+  c.seqlens_q = {1, 1};
+  c.seqlens_k = {3000, 700};
+  Serving problem(c, 3);
+  try {
+    problem.run(attention);
+    ADD_FAILURE() << "a workspace 256 bytes short was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("workspace_bytes"), std::string::npos) << e.what();
+  }
+  FA4_CU(cuCtxSynchronize());
+  EXPECT_TRUE(problem.output_untouched()) << "O was written although run() threw";
 }
 
 }  // namespace
