@@ -69,17 +69,8 @@ int main(int argc, char** argv) try {
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
   }
-  if (!detail::driver_available()) {
-    std::printf("SKIPPED: no CUDA device (%s)\n", detail::driver_unavailable_reason().c_str());
-    return 77;
-  }
-  CUdevice dev = 0;
-  CUcontext ctx = nullptr;
-  FA4_CU(cuDeviceGet(&dev, 0));
-  FA4_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-  FA4_CU(cuCtxSetCurrent(ctx));
-  CUstream stream = nullptr;
-  FA4_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  const CUstream stream = bench::open_device_stream();
+  if (!stream) return 77;
   Attention attention;
 
   std::printf("| batch x KV | q/kv heads | seqlen_q | layout | ms | K+V GB/s |\n|---|---|---|---|---|---|\n");

@@ -130,18 +130,8 @@ int main(int argc, char** argv) try {
     }
   }
   if (calls < 1 || reps < 1) throw std::runtime_error("--calls and --reps must be >= 1");
-  if (!detail::driver_available()) {
-    std::printf("SKIPPED: no CUDA device (%s)\n", detail::driver_unavailable_reason().c_str());
-    return 77;
-  }
-
-  CUdevice dev = 0;
-  CUcontext ctx = nullptr;
-  FA4_CU(cuDeviceGet(&dev, 0));
-  FA4_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-  FA4_CU(cuCtxSetCurrent(ctx));
-  CUstream stream = nullptr;
-  FA4_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  const CUstream stream = bench::open_device_stream();
+  if (!stream) return 77;
   CUevent begin = nullptr, end = nullptr;
   FA4_CU(cuEventCreate(&begin, CU_EVENT_DEFAULT));
   FA4_CU(cuEventCreate(&end, CU_EVENT_DEFAULT));

@@ -5,12 +5,32 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "runtime/driver.hpp"
+
 namespace fa4::bench {
+
+// Device 0's primary context made current, and a non-blocking stream on it; null (after printing SKIPPED and
+// the reason) when no CUDA device can be used.
+inline CUstream open_device_stream() {
+  if (!detail::driver_available()) {
+    std::printf("SKIPPED: no CUDA device (%s)\n", detail::driver_unavailable_reason().c_str());
+    return nullptr;
+  }
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  FA4_CU(cuDeviceGet(&dev, 0));
+  FA4_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+  FA4_CU(cuCtxSetCurrent(ctx));
+  CUstream stream = nullptr;
+  FA4_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  return stream;
+}
 
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0;

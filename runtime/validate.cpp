@@ -123,6 +123,20 @@ bool all_zero(const Strides& s) { return s.batch == 0 && s.seq == 0 && s.head ==
 
 }  // namespace
 
+// total_q / total_k (`side` "q" or "k"): with cu_seqlens_<side>, the packed rows, in [0, 2^31) and at most
+// batch * seqlen_<side> (seqlen_<side> is the longest sequence); without, 0.
+void check_total(const std::string& side, bool ragged, int64_t total, int64_t dense_rows) {
+  const std::string field = "total_" + side, cu = "cu_seqlens_" + side;
+  if (!ragged) {
+    if (total) fail(field, "is set but " + cu + " is null (" + field + " counts the rows of a ragged batch)");
+    return;
+  }
+  if (total < 0 || total > kMaxSize) fail(field, "must be in [0, 2^31) with " + cu + ", got " + std::to_string(total));
+  if (total > dense_rows)
+    fail(field, "exceeds batch * seqlen_" + side + " (" + std::to_string(dense_rows) + "): some sequence would be longer than seqlen_" +
+                            side + ", which must be the longest, got " + std::to_string(total));
+}
+
 Problem validate(const AttentionParams& in) {
   Problem problem;
   AttentionParams& p = problem.params;
@@ -174,15 +188,8 @@ Problem validate(const AttentionParams& in) {
                             {"seqused_k", p.seqused_k}, {"page_table", p.page_table}})
     if (ptr) check_pointer(field, ptr, 4);
   int64_t q_batch = p.batch, q_seq = p.seqlen_q, kv_batch = p.batch, kv_seq = p.seqlen_k;
-  if (ragged_q) {
-    if (p.total_q < 0 || p.total_q > kMaxSize) fail("total_q", "must be in [0, 2^31) with cu_seqlens_q, got " + std::to_string(p.total_q));
-    if (p.total_q > p.batch * p.seqlen_q)
-      fail("total_q", "exceeds batch * seqlen_q (" + std::to_string(p.batch * p.seqlen_q) +
-                          "): some sequence would be longer than seqlen_q, which must be the longest, got " + std::to_string(p.total_q));
-    q_batch = 1, q_seq = std::max<int64_t>(p.total_q, 1);
-  } else if (p.total_q) {
-    fail("total_q", "is set but cu_seqlens_q is null (total_q describes ragged queries)");
-  }
+  check_total("q", ragged_q, p.total_q, p.batch * p.seqlen_q);
+  if (ragged_q) q_batch = 1, q_seq = std::max<int64_t>(p.total_q, 1);
   if (paged) {
     if (p.page_size < 16 || p.page_size > 256 || (p.page_size & (p.page_size - 1)))
       fail("page_size", "must be a power of two from 16 to 256 with page_table, got " + std::to_string(p.page_size));
@@ -197,15 +204,8 @@ Problem validate(const AttentionParams& in) {
   } else {
     if (p.page_size || p.num_pages || p.max_pages_per_seq)
       fail("page_table", "is null but page_size, num_pages or max_pages_per_seq is set");
-    if (ragged_k) {
-      if (p.total_k < 0 || p.total_k > kMaxSize) fail("total_k", "must be in [0, 2^31) with cu_seqlens_k, got " + std::to_string(p.total_k));
-      if (p.total_k > p.batch * p.seqlen_k)
-        fail("total_k", "exceeds batch * seqlen_k (" + std::to_string(p.batch * p.seqlen_k) +
-                            "): some sequence would be longer than seqlen_k, which must be the longest, got " + std::to_string(p.total_k));
-      kv_batch = 1, kv_seq = std::max<int64_t>(p.total_k, 1);
-    } else if (p.total_k) {
-      fail("total_k", "is set but cu_seqlens_k is null (total_k describes ragged keys)");
-    }
+    check_total("k", ragged_k, p.total_k, p.batch * p.seqlen_k);
+    if (ragged_k) kv_batch = 1, kv_seq = std::max<int64_t>(p.total_k, 1);
   }
   problem.rows = ragged_q ? p.total_q : p.batch * p.seqlen_q;
   if (p.num_splits < 0 || p.num_splits > kMaxSplits)

@@ -311,14 +311,19 @@ std::vector<ServingCase> serving_cases() {
   return cases;
 }
 
+// Serving shapes run on the portable kernel (the sm100 kernel serves dense calls only).
+Options portable_options() {
+  Options o = Options::from_env();
+  o.backend = Backend::portable;
+  return o;
+}
+
 class ServingShapes : public ::testing::TestWithParam<ServingCase> {};
 
 TEST_P(ServingShapes, EverySequenceMatchesItsOwnReference) {
   FA4_REQUIRE_GPU();
   PrimaryContext context;
-  Options o = Options::from_env();
-  o.backend = Backend::portable;
-  Attention attention(o);
+  Attention attention(portable_options());
   const ServingCase& c = GetParam();
   Serving problem(c, std::hash<std::string>{}(c.name));
   const ServingResult r = problem.run(attention);
@@ -338,9 +343,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, ServingShapes, ::testing::ValuesIn(serving_cases
 TEST(ServingShapes, SplitResultsAreBatchInvariant) {
   FA4_REQUIRE_GPU();
   PrimaryContext context;
-  Options o = Options::from_env();
-  o.backend = Backend::portable;
-  Attention attention(o);
+  Attention attention(portable_options());
   ServingCase alone;
   alone.name = "alone";
   alone.heads_q = 8, alone.heads_kv = 2, alone.num_splits = 0, alone.workspace = true;
@@ -368,9 +371,7 @@ TEST(ServingShapes, SplitResultsAreBatchInvariant) {
 TEST(ServingShapes, MergingTwoHalvesEqualsTheWhole) {
   FA4_REQUIRE_GPU();
   PrimaryContext context;
-  Options o = Options::from_env();
-  o.backend = Backend::portable;
-  Attention attention(o);
+  Attention attention(portable_options());
   const int b = 2, sq = 33, sk = 500, hq = 4, hkv = 2, d = 128;
   const std::vector<uint16_t> q = random_halves(DType::bf16, size_t{b} * sq * hq * d, 1.f, 1),
                               k = random_halves(DType::bf16, size_t{b} * sk * hkv * d, 1.f, 2),
@@ -420,9 +421,7 @@ TEST(ServingShapes, MergingTwoHalvesEqualsTheWhole) {
 TEST(ServingShapes, TooSmallAWorkspaceIsATypedErrorAndWritesNothing) {
   FA4_REQUIRE_GPU();
   PrimaryContext context;
-  Options o = Options::from_env();
-  o.backend = Backend::portable;
-  Attention attention(o);
+  Attention attention(portable_options());
   ServingCase c;
   c.name = "short_workspace";
   c.heads_q = 8, c.heads_kv = 2, c.num_splits = 0, c.workspace = true, c.workspace_short = 256;
