@@ -17,7 +17,7 @@ import glob
 import os
 
 __all__ = ["Attention", "Fa4Error", "config", "config_for", "load_library", "library_path", "version"]
-__version__ = "0.1.0"  # the library's version (CMakeLists.txt project()); tests/python/test_package.py checks it
+__version__ = "0.2.0"  # the library's version (CMakeLists.txt project()); tests/python/test_package.py checks it
 
 # The shared library's SONAME: what the system loader finds once fa4rt is installed.
 _SONAME = "libfa4rt.so.0"
