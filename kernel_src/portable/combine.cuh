@@ -6,8 +6,8 @@
 // O is 0 and its LSE -inf. The order of the sum is fixed (s = 0, 1, ...): the result is bit-identical from
 // run to run.
 //
-// One warp per (row, head): the lanes split the head dim (kHeadDimV / 32 elements each, 8-byte or 16-byte
-// accesses), the LSEs are read by every lane (they are few).
+// One warp per (row, head): the lanes split the head dim (kHeadDimV / 32 elements each, lane l taking
+// elements l, l + 32, ..., so each access of the warp is coalesced); every lane reads the LSEs (they are few).
 #pragma once
 
 #include "common/params.h"
