@@ -39,6 +39,24 @@ namespace fa4::test {
 // inputs, references, the attention check harness.
 using namespace fa4::verify;
 
+// A valid problem (batch 2, seqlen_q 100, seqlen_k 300, 8 q heads over 2 kv heads, head_dim 128) at fake,
+// aligned device addresses 2^50 apart: validation never dereferences them, and tensors of 2^31 tokens still
+// do not overlap. The host-side rule tests start from it.
+inline AttentionParams fake_valid_params() {
+  AttentionParams p;
+  p.q = reinterpret_cast<const void*>(uintptr_t{1} << 50);
+  p.k = reinterpret_cast<const void*>(uintptr_t{2} << 50);
+  p.v = reinterpret_cast<const void*>(uintptr_t{3} << 50);
+  p.o = reinterpret_cast<void*>(uintptr_t{4} << 50);
+  p.batch = 2;
+  p.seqlen_q = 100;
+  p.seqlen_k = 300;
+  p.heads_q = 8;
+  p.heads_kv = 2;
+  p.head_dim = 128;
+  return p;
+}
+
 // tests/kernels/ (the probes), then verify's kernels and the library's kernel_src/.
 std::string_view test_source(std::string_view path);
 

@@ -24,6 +24,7 @@
 #include "runtime/backend.hpp"
 #include "runtime/launch.hpp"
 #include "runtime/problem.hpp"
+#include "test_util.hpp"
 
 namespace fa4 {
 namespace {
@@ -58,26 +59,17 @@ Outcome catching(F&& f) {
 
 constexpr int64_t k2to31 = int64_t{1} << 31;
 
-// Valid, far apart, aligned fake device addresses: validation never dereferences them, and tensors of
-// 2^31 tokens still do not overlap.
-AttentionParams valid_params() {
-  AttentionParams p;
-  p.q = reinterpret_cast<const void*>(uintptr_t{1} << 50);
-  p.k = reinterpret_cast<const void*>(uintptr_t{2} << 50);
-  p.v = reinterpret_cast<const void*>(uintptr_t{3} << 50);
-  p.o = reinterpret_cast<void*>(uintptr_t{4} << 50);
-  p.batch = 2;
-  p.seqlen_q = 100;
-  p.seqlen_k = 300;
-  p.heads_q = 8;
-  p.heads_kv = 2;
-  p.head_dim = 128;
-  return p;
+using test::fake_valid_params;
+
+// A paged KV cache: a page table (at a fake address) over num_pages pages of page_size keys.
+void with_pages(AttentionParams& p, int64_t page_size, int64_t num_pages, int64_t max_pages_per_seq) {
+  p.page_table = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
+  p.page_size = page_size, p.num_pages = num_pages, p.max_pages_per_seq = max_pages_per_seq;
 }
 
 Case params_case(const std::string& name, const std::string& field, std::function<void(AttentionParams&)> bad) {
   return {"params/" + name, field, [bad] {
-            AttentionParams p = valid_params();
+            AttentionParams p = fake_valid_params();
             bad(p);
             return catching([&] { detail::validate(p); });
           }};
@@ -87,7 +79,7 @@ Case params_case(const std::string& name, const std::string& field, std::functio
 Case plan_case(const std::string& name, const std::string& field, Backend backend, int arch,
                std::function<void(AttentionParams&)> bad) {
   return {"plan/" + name, field, [=] {
-            AttentionParams p = valid_params();
+            AttentionParams p = fake_valid_params();
             bad(p);
             return catching([&] {
               const Problem problem = detail::validate(p);
@@ -200,7 +192,7 @@ fa4_attention* destroyed_handle() {
 }
 
 fa4_params c_params() {
-  const AttentionParams v = valid_params();
+  const AttentionParams v = fake_valid_params();
   fa4_params p{};
   p.q = v.q;
   p.k = v.k;
@@ -358,8 +350,8 @@ std::vector<Case> bad_inputs() {
         p.cu_seqlens_q = reinterpret_cast<const int32_t*>((uintptr_t{5} << 50) + 2);
       }),
       params_case("page_table misaligned", "page_table", [](P& p) {
+        with_pages(p, 64, 10, 5);
         p.page_table = reinterpret_cast<const int32_t*>((uintptr_t{5} << 50) + 1);
-        p.page_size = 64, p.num_pages = 10, p.max_pages_per_seq = 5;
       }),
       params_case("total_q without cu_seqlens_q", "total_q", [](P& p) { p.total_q = 50; }),
       params_case("total_q above batch * seqlen_q (max_seqlen_q too small)", "total_q", [](P& p) {
@@ -376,32 +368,25 @@ std::vector<Case> bad_inputs() {
       }),
       params_case("total_k without cu_seqlens_k", "total_k", [](P& p) { p.total_k = 10; }),
       params_case("page_size 8", "page_size", [](P& p) {
-        p.page_table = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
-        p.page_size = 8, p.num_pages = 100, p.max_pages_per_seq = 40;
+        with_pages(p, 8, 100, 40);
       }),
       params_case("page_size 96 (not a power of two)", "page_size", [](P& p) {
-        p.page_table = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
-        p.page_size = 96, p.num_pages = 100, p.max_pages_per_seq = 40;
+        with_pages(p, 96, 100, 40);
       }),
       params_case("page_size 512", "page_size", [](P& p) {
-        p.page_table = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
-        p.page_size = 512, p.num_pages = 100, p.max_pages_per_seq = 40;
+        with_pages(p, 512, 100, 40);
       }),
       params_case("num_pages 0", "num_pages", [](P& p) {
-        p.page_table = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
-        p.page_size = 64, p.num_pages = 0, p.max_pages_per_seq = 5;
+        with_pages(p, 64, 0, 5);
       }),
       params_case("max_pages_per_seq 0", "max_pages_per_seq", [](P& p) {
-        p.page_table = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
-        p.page_size = 64, p.num_pages = 10, p.max_pages_per_seq = 0;
+        with_pages(p, 64, 10, 0);
       }),
       params_case("seqlen_k beyond the page-table row", "seqlen_k", [](P& p) {
-        p.page_table = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
-        p.page_size = 64, p.num_pages = 10, p.max_pages_per_seq = 4;  // 256 keys < seqlen_k 300
+        with_pages(p, 64, 10, 4);  // 256 keys < seqlen_k 300
       }),
       params_case("total_k with a page table", "total_k", [](P& p) {
-        p.page_table = reinterpret_cast<const int32_t*>(uintptr_t{5} << 50);
-        p.page_size = 64, p.num_pages = 10, p.max_pages_per_seq = 5;
+        with_pages(p, 64, 10, 5);
         p.cu_seqlens_k = reinterpret_cast<const int32_t*>(uintptr_t{6} << 50);
         p.total_k = 300;
       }),

@@ -8,25 +8,12 @@
 #include "runtime/backend.hpp"
 #include "runtime/launch.hpp"
 #include "runtime/problem.hpp"
+#include "test_util.hpp"
 
 namespace fa4::detail {
 namespace {
 
-// Fake, well-aligned, disjoint device addresses: validation never dereferences them.
-AttentionParams valid_params() {
-  AttentionParams p;
-  p.q = reinterpret_cast<const void*>(0x10000000);
-  p.k = reinterpret_cast<const void*>(0x20000000);
-  p.v = reinterpret_cast<const void*>(0x30000000);
-  p.o = reinterpret_cast<void*>(0x40000000);
-  p.batch = 2;
-  p.seqlen_q = 100;
-  p.seqlen_k = 300;
-  p.heads_q = 8;
-  p.heads_kv = 2;
-  p.head_dim = 128;
-  return p;
-}
+using test::fake_valid_params;
 
 void expect_error(const AttentionParams& p, ErrorCode code, const std::string& field, const std::string& rule) {
   try {
@@ -41,7 +28,7 @@ void expect_error(const AttentionParams& p, ErrorCode code, const std::string& f
 }
 
 TEST(Validate, AcceptsAValidProblemAndResolvesDefaults) {
-  const Problem problem = validate(valid_params());
+  const Problem problem = validate(fake_valid_params());
   EXPECT_EQ(problem.q_heads_per_kv, 4);
   EXPECT_EQ(problem.params.head_dim_v, 128);
   EXPECT_FLOAT_EQ(problem.params.softmax_scale, 1.0f / std::sqrt(128.0f));
@@ -53,7 +40,7 @@ TEST(Validate, AcceptsAValidProblemAndResolvesDefaults) {
 
 TEST(Validate, NullPointers) {
   for (const char* field : {"q", "k", "v", "o"}) {
-    AttentionParams p = valid_params();
+    AttentionParams p = fake_valid_params();
     if (*field == 'q') p.q = nullptr;
     if (*field == 'k') p.k = nullptr;
     if (*field == 'v') p.v = nullptr;
@@ -63,19 +50,19 @@ TEST(Validate, NullPointers) {
 }
 
 TEST(Validate, MisalignedPointer) {
-  AttentionParams p = valid_params();
-  p.k = reinterpret_cast<const void*>(0x20000008);
+  AttentionParams p = fake_valid_params();
+  p.k = static_cast<const char*>(p.k) + 8;
   expect_error(p, ErrorCode::invalid_argument, "k", "16-byte aligned");
 }
 
 TEST(Validate, UnsupportedHeadDim) {
-  AttentionParams p = valid_params();
+  AttentionParams p = fake_valid_params();
   p.head_dim = 80;
   expect_error(p, ErrorCode::unsupported, "head_dim", "must be one of 32, 64, 96, 128, 192, 256");
 }
 
 TEST(Validate, UnsupportedHeadDimV) {
-  AttentionParams p = valid_params();
+  AttentionParams p = fake_valid_params();
   p.head_dim_v = 64;
   expect_error(p, ErrorCode::unsupported, "head_dim_v", "must equal head_dim, or be 128 with head_dim 192");
   p.head_dim = 192;
@@ -84,7 +71,7 @@ TEST(Validate, UnsupportedHeadDimV) {
 }
 
 TEST(Validate, UnsupportedDtype) {
-  AttentionParams p = valid_params();
+  AttentionParams p = fake_valid_params();
   p.dtype = static_cast<DType>(7);
   expect_error(p, ErrorCode::invalid_argument, "dtype", "must be bf16 or fp16");
 }
@@ -98,90 +85,90 @@ TEST(Validate, NonPositiveSizes) {
                {"heads_kv", &AttentionParams::heads_kv}, {"head_dim", &AttentionParams::head_dim}};
   for (const Case& c : cases)
     for (int64_t bad : {0, -3}) {
-      AttentionParams p = valid_params();
+      AttentionParams p = fake_valid_params();
       p.*c.member = bad;
       expect_error(p, ErrorCode::invalid_argument, c.field, "must be > 0");
     }
 }
 
 TEST(Validate, SeqlenBeyond32Bits) {
-  AttentionParams p = valid_params();
+  AttentionParams p = fake_valid_params();
   p.seqlen_k = int64_t{1} << 31;
   expect_error(p, ErrorCode::invalid_argument, "seqlen_k", "must be below 2^31");
 }
 
 TEST(Validate, HeadsNotAMultipleOfKvHeads) {
-  AttentionParams p = valid_params();
+  AttentionParams p = fake_valid_params();
   p.heads_kv = 3;
   expect_error(p, ErrorCode::invalid_argument, "heads_q", "must be a multiple of heads_kv");
 }
 
 TEST(Validate, NegativeStride) {
-  AttentionParams p = valid_params();
+  AttentionParams p = fake_valid_params();
   p.v_stride = {-300 * 2 * 128, 2 * 128, 128};
   expect_error(p, ErrorCode::invalid_argument, "v_stride.batch", "must be >= 0");
 }
 
 TEST(Validate, OverlappingStrides) {
-  AttentionParams p = valid_params();
+  AttentionParams p = fake_valid_params();
   p.q_stride = {100 * 8 * 128, 4 * 128, 128};  // seq stride covers only 4 of the 8 heads
   expect_error(p, ErrorCode::invalid_argument, "q_stride.seq", "overlaps");
-  p = valid_params();
+  p = fake_valid_params();
   p.k_stride = {300 * 2 * 128, 2 * 128, 64};  // heads overlap within a row of 128
   expect_error(p, ErrorCode::invalid_argument, "k_stride.head", "overlaps");
 }
 
 TEST(Validate, HeadMajorAndPaddedLayoutsAreAccepted) {
-  AttentionParams p = valid_params();
+  AttentionParams p = fake_valid_params();
   p.q_stride = {8 * 100 * 128, 128, 100 * 128};  // [b, h, s, d] in memory
   p.k_stride = {2 * 300 * 136, 136, 300 * 136};  // padded rows
   EXPECT_NO_THROW(validate(p));
 }
 
 TEST(Validate, StrideNotAMultipleOf8Elements) {
-  AttentionParams p = valid_params();
+  AttentionParams p = fake_valid_params();
   p.o_stride = {100 * 8 * 132 + 4, 8 * 132 + 4, 132};
   expect_error(p, ErrorCode::invalid_argument, "o_stride.batch", "multiple of 8 elements");
 }
 
 TEST(Validate, OffsetsOverflow) {
-  AttentionParams p = valid_params();
+  AttentionParams p = fake_valid_params();
   p.k_stride = {int64_t{1} << 38, 2 * 128, 128};
   p.batch = int64_t{1} << 30;
   expect_error(p, ErrorCode::invalid_argument, "k_stride.batch", "offsets overflow 64 bits");
 }
 
 TEST(Validate, OutputAliasingAnInput) {
-  AttentionParams p = valid_params();
+  AttentionParams p = fake_valid_params();
   p.o = const_cast<void*>(p.v);
   expect_error(p, ErrorCode::invalid_argument, "o", "must not overlap input v");
-  p = valid_params();
+  p = fake_valid_params();
   p.o = static_cast<char*>(const_cast<void*>(p.q)) + 1024;  // partial overlap
   expect_error(p, ErrorCode::invalid_argument, "o", "must not overlap input q");
 }
 
 TEST(Validate, LseRequestedWithoutPointer) {
-  AttentionParams p = valid_params();
+  AttentionParams p = fake_valid_params();
   p.return_lse = true;
   expect_error(p, ErrorCode::invalid_argument, "lse", "must not be null when return_lse is set");
 }
 
 TEST(Validate, LsePointerWithoutRequest) {
-  AttentionParams p = valid_params();
-  p.lse = reinterpret_cast<float*>(0x50000000);
+  AttentionParams p = fake_valid_params();
+  p.lse = reinterpret_cast<float*>(uintptr_t{5} << 50);
   expect_error(p, ErrorCode::invalid_argument, "lse", "return_lse is false");
 }
 
 TEST(Validate, LseOverlappingOutput) {
-  AttentionParams p = valid_params();
+  AttentionParams p = fake_valid_params();
   p.return_lse = true;
-  p.lse = reinterpret_cast<float*>(0x40000000 + 64);
+  p.lse = reinterpret_cast<float*>(static_cast<char*>(p.o) + 64);
   expect_error(p, ErrorCode::invalid_argument, "lse", "must not overlap o");
 }
 
 TEST(Validate, BadSoftmaxScale) {
   for (float scale : {-1.0f, std::nanf(""), INFINITY}) {
-    AttentionParams p = valid_params();
+    AttentionParams p = fake_valid_params();
     p.softmax_scale = scale;
     expect_error(p, ErrorCode::invalid_argument, "softmax_scale", "finite and >= 0");
   }
@@ -189,11 +176,11 @@ TEST(Validate, BadSoftmaxScale) {
 
 TEST(Validate, SoftmaxScaleLimits) {
   for (float scale : {-0.0f, 3e38f, FLT_MAX}) {
-    AttentionParams p = valid_params();
+    AttentionParams p = fake_valid_params();
     p.softmax_scale = scale;
     expect_error(p, ErrorCode::invalid_argument, "softmax_scale", "got");
   }
-  AttentionParams p = valid_params();
+  AttentionParams p = fake_valid_params();
   p.softmax_scale = FLT_MAX / 1.4426950408889634f * 0.999f;  // the largest scales whose log2(e) product is finite
   EXPECT_TRUE(std::isfinite(make_kernel_args(validate(p)).scale_log2));
   p.softmax_scale = 1e-30f;
@@ -203,7 +190,7 @@ TEST(Validate, SoftmaxScaleLimits) {
 }
 
 TEST(Validate, ContiguousStridesThatOverflow) {
-  AttentionParams p = valid_params();
+  AttentionParams p = fake_valid_params();
   p.seqlen_q = (int64_t{1} << 31) - 1;
   p.heads_q = p.heads_kv = (int64_t{1} << 31) - 1;
   expect_error(p, ErrorCode::invalid_argument, "q_stride", "overflows 64 bits");
@@ -220,11 +207,7 @@ struct Scenario {
 Plan plan_for(const Scenario& s, const Problem& problem) { return make_plan(key_for_config(config_of(problem, s.backend, s.arch), s.arch)); }
 
 AttentionParams big_params(const Scenario& s) {
-  AttentionParams p = valid_params();
-  p.q = reinterpret_cast<const void*>(uintptr_t{1} << 50);  // far apart: tensors of 2^31 tokens do not overlap
-  p.k = reinterpret_cast<const void*>(uintptr_t{2} << 50);
-  p.v = reinterpret_cast<const void*>(uintptr_t{3} << 50);
-  p.o = reinterpret_cast<void*>(uintptr_t{4} << 50);
+  AttentionParams p = fake_valid_params();
   p.batch = 1;
   p.heads_q = s.heads_q;
   p.heads_kv = s.heads_kv;
@@ -302,7 +285,7 @@ TEST(Validate, KernelConfigRules) {
 }
 
 TEST(Validate, KernelArgumentsCarryTheResolvedProblem) {
-  AttentionParams p = valid_params();
+  AttentionParams p = fake_valid_params();
   p.softmax_scale = 0.5f;
   const fa4k::AttentionArgs a = make_kernel_args(validate(p));
   EXPECT_EQ(a.q.ptr, p.q);
