@@ -2,7 +2,10 @@
 // (page 64), with num_splits 0 (the library decides) and a workspace. The peers (cuDNN, PyTorch flash,
 // FA4-cute) run from Python; bench_attention.py times them. Here, what fa4rt itself reaches, per shape.
 //
-//   bench_decode [--iters N]
+//   bench_decode [--iters N] [--splits 0,8,...] [--pages 16,64,256]
+//
+// --splits: num_splits values to time (default 0, the library's choice; others for tuning the rule);
+// --pages: page sizes of the paged rows (default 64).
 //
 // Exit status: 0, 1 on error, 77 no GPU (prints SKIPPED).
 #include <algorithm>
@@ -61,11 +64,23 @@ double time_ms(Attention& attention, const AttentionParams& p, CUstream stream, 
 
 int main(int argc, char** argv) try {
   int iters = 20;
+  std::vector<int> splits = {0}, page_sizes = {64};
+  auto list = [](const std::string& text) {
+    std::vector<int> out;
+    for (size_t at = 0; at < text.size();) {
+      const size_t comma = std::min(text.find(',', at), text.size());
+      out.push_back(std::stoi(text.substr(at, comma - at)));
+      at = comma + 1;
+    }
+    return out;
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--iters" && i + 1 < argc) iters = std::stoi(argv[++i]);
+    else if (arg == "--splits" && i + 1 < argc) splits = list(argv[++i]);
+    else if (arg == "--pages" && i + 1 < argc) page_sizes = list(argv[++i]);
     else {
-      std::printf("usage: %s [--iters N]\n", argv[0]);
+      std::printf("usage: %s [--iters N] [--splits 0,8,...] [--pages 16,64,256]\n", argv[0]);
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
   }
@@ -73,43 +88,50 @@ int main(int argc, char** argv) try {
   if (!stream) return 77;
   Attention attention;
 
-  std::printf("| batch x KV | q/kv heads | seqlen_q | layout | ms | K+V GB/s |\n|---|---|---|---|---|---|\n");
+  std::printf("| batch x KV | q/kv heads | seqlen_q | layout | num_splits | ms | K+V GB/s |\n|---|---|---|---|---|---|---|\n");
   for (const Shape& s : kShapes) {
     const int d = 128, page = 64;
     const size_t kv_halves = size_t{1} * s.batch * s.seqlen_k * s.heads_kv * d;
     const CUdeviceptr q = alloc_random(size_t{1} * s.batch * s.seqlen_q * s.heads_q * d, 1);
     const CUdeviceptr k = alloc_random(kv_halves, 2), v = alloc_random(kv_halves, 3);
-    CUdeviceptr o = 0, table = 0;
+    CUdeviceptr o = 0;
     FA4_CU(cuMemAlloc(&o, size_t{2} * s.batch * s.seqlen_q * s.heads_q * d));
-    const int pages_per_seq = s.seqlen_k / page;
-    std::vector<int32_t> pages(static_cast<size_t>(s.batch) * pages_per_seq);
-    for (size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<int32_t>(i);
-    std::shuffle(pages.begin(), pages.end(), std::mt19937(4));
-    FA4_CU(cuMemAlloc(&table, pages.size() * 4));
-    FA4_CU(cuMemcpyHtoD(table, pages.data(), pages.size() * 4));
-    for (const bool paged : {false, true}) {
-      AttentionParams p;
-      p.q = reinterpret_cast<void*>(q), p.k = reinterpret_cast<void*>(k), p.v = reinterpret_cast<void*>(v);
-      p.o = reinterpret_cast<void*>(o);
-      p.batch = s.batch, p.seqlen_q = s.seqlen_q, p.seqlen_k = s.seqlen_k;
-      p.heads_q = s.heads_q, p.heads_kv = s.heads_kv, p.head_dim = d, p.head_dim_v = d;
-      p.causal = s.seqlen_q > 1;
-      if (paged) {
-        p.page_table = reinterpret_cast<const int32_t*>(table);
-        p.page_size = page, p.num_pages = static_cast<int>(pages.size()), p.max_pages_per_seq = pages_per_seq;
+    std::vector<int> layouts = {0};  // 0: dense, else a page size
+    layouts.insert(layouts.end(), page_sizes.begin(), page_sizes.end());
+    for (const int page : layouts)
+      for (const int num_splits : splits) {
+        AttentionParams p;
+        p.q = reinterpret_cast<void*>(q), p.k = reinterpret_cast<void*>(k), p.v = reinterpret_cast<void*>(v);
+        p.o = reinterpret_cast<void*>(o);
+        p.batch = s.batch, p.seqlen_q = s.seqlen_q, p.seqlen_k = s.seqlen_k;
+        p.heads_q = s.heads_q, p.heads_kv = s.heads_kv, p.head_dim = d, p.head_dim_v = d;
+        p.causal = s.seqlen_q > 1;
+        p.num_splits = num_splits;
+        CUdeviceptr table = 0;
+        if (page) {  // every page of the cache, shuffled
+          const int pages_per_seq = s.seqlen_k / page;
+          std::vector<int32_t> pages(static_cast<size_t>(s.batch) * pages_per_seq);
+          for (size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<int32_t>(i);
+          std::shuffle(pages.begin(), pages.end(), std::mt19937(4));
+          FA4_CU(cuMemAlloc(&table, pages.size() * 4));
+          FA4_CU(cuMemcpyHtoD(table, pages.data(), pages.size() * 4));
+          p.page_table = reinterpret_cast<const int32_t*>(table);
+          p.page_size = page, p.num_pages = static_cast<int>(pages.size()), p.max_pages_per_seq = pages_per_seq;
+        }
+        CUdeviceptr workspace = 0;
+        p.workspace_bytes = attention.workspace_size(p);
+        if (p.workspace_bytes) FA4_CU(cuMemAlloc(&workspace, p.workspace_bytes));
+        p.workspace = reinterpret_cast<void*>(workspace);
+        const double ms = time_ms(attention, p, stream, iters);
+        const double gbs = 2.0 * kv_halves * 2 / (ms * 1e-3) / 1e9;
+        const std::string layout = page ? "paged " + std::to_string(page) : "dense";
+        std::printf("| %dx%d | %d/%d | %d | %s | %d | %.4f | %.0f |\n", s.batch, s.seqlen_k, s.heads_q, s.heads_kv,
+                    s.seqlen_q, layout.c_str(), num_splits, ms, gbs);
+        std::fflush(stdout);
+        if (workspace) cuMemFree(workspace);
+        if (table) cuMemFree(table);
       }
-      CUdeviceptr workspace = 0;
-      p.workspace_bytes = attention.workspace_size(p);
-      if (p.workspace_bytes) FA4_CU(cuMemAlloc(&workspace, p.workspace_bytes));
-      p.workspace = reinterpret_cast<void*>(workspace);
-      const double ms = time_ms(attention, p, stream, iters);
-      const double gbs = 2.0 * kv_halves * 2 / (ms * 1e-3) / 1e9;
-      std::printf("| %dx%d | %d/%d | %d | %s | %.4f | %.0f |\n", s.batch, s.seqlen_k, s.heads_q, s.heads_kv,
-                  s.seqlen_q, paged ? "paged 64" : "dense", ms, gbs);
-      std::fflush(stdout);
-      if (workspace) cuMemFree(workspace);
-    }
-    cuMemFree(q), cuMemFree(k), cuMemFree(v), cuMemFree(o), cuMemFree(table);
+    cuMemFree(q), cuMemFree(k), cuMemFree(v), cuMemFree(o);
   }
   std::printf("RESULT decode table above (K+V bytes / median time of %d runs)\n", iters);
   return 0;

@@ -428,8 +428,9 @@ Attention::~Attention() = default;
 const Options& Attention::options() const { return impl_->options; }
 
 void Attention::run(const AttentionParams& params, CUstream stream) {
-  const Problem problem = validate(params);
+  Problem problem = validate(params);
   ContextState& ctx = impl_->context_state(validate_on_device(stream));
+  problem.sm_count = ctx.device.sm_count;
   KernelConfig config;
   const KernelKey key = impl_->select(problem, ctx.device.arch, &config);
   const Loaded& k = impl_->ready(ctx, key, config, &problem, stream);
@@ -458,9 +459,10 @@ size_t Attention::workspace_size(const AttentionParams& params) const {
     with.workspace = reinterpret_cast<void*>(uintptr_t{256});
     with.workspace_bytes = 0;
   }
-  const Problem problem = validate(with);
+  Problem problem = validate(with);
   if (!problem.split) return 0;
   ContextState& ctx = impl_->context_state(validate_on_device(nullptr));
+  problem.sm_count = ctx.device.sm_count;
   return split_layout(make_plan(impl_->select(problem, ctx.device.arch)), problem).bytes();
 }
 
@@ -536,14 +538,16 @@ PrewarmReport Attention::prewarm(const std::vector<KernelConfig>& configs,
 }
 
 Plan Attention::plan(const AttentionParams& params) const {
-  const Problem problem = validate(params);
+  Problem problem = validate(params);
   ContextState& ctx = impl_->context_state(validate_on_device(nullptr));
+  problem.sm_count = ctx.device.sm_count;
   return make_plan(impl_->select(problem, ctx.device.arch));
 }
 
 LaunchShape Attention::launch_shape(const AttentionParams& params) const {
-  const Problem problem = validate(params);
+  Problem problem = validate(params);
   ContextState& ctx = impl_->context_state(validate_on_device(nullptr));
+  problem.sm_count = ctx.device.sm_count;
   const Plan plan = make_plan(impl_->select(problem, ctx.device.arch));
   return prepare_launch(plan, problem, ctx.device.sm_count).shape;
 }

@@ -76,6 +76,7 @@ std::string generate_preamble(const Plan& plan) {
   p.flag("kWriteLse", key.lse);
   p.constant("int", "kGqaPack", key.gqa_pack);
   p.flag("kPaged", key.paged);
+  p.flag("kDecode", key.decode);
   p.flag("kSplit", key.split && key.op == KernelOp::attention);
   p.flag("kCombineF32States", key.split && key.op == KernelOp::combine);
   p.flag("kEmulated", key.backend == Backend::sm100_emulated);

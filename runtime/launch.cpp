@@ -40,20 +40,40 @@ namespace {
 //    token + seqlen_k, summed before seqlen_q is subtracted (fa4_fwd.cuh softmax_role);
 //  - work tiles: ceil(rows / rows per CTA) * heads_q / pack * batch (tile index, grid size).
 // Offsets into tensors and the LSE are 64-bit in both kernels.
-int max_splits(const Plan& plan, const Problem& problem) {
+// Split-KV with num_splits 0: a sequence has at most enough parts that its (head group, part) tiles alone
+// fill kSplitCtasPerSm CTAs on every SM; past that its parts grow longer instead. Decode at batch 1 then
+// spreads over the whole GPU, while a large batch is not cut into more CTAs than it can use.
+constexpr long long kSplitCtasPerSm = 2;
+
+fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   const AttentionParams& p = problem.params;
+  fa4k::SplitRule r{};
+  // The prefill kernel cuts only sequences whose rows fit one tile (the grid gives parts to m block 0 only:
+  // tile.cuh); the decode kernel every decode sequence.
+  r.cut_rows = plan.key.decode ? kDecodeMaxRows : plan.tile_m;
+  r.tile_n = plan.tile_n;
+  if (!plan.key.split) return r;
+  r.num_splits = static_cast<int>(p.num_splits);
+  r.split_blocks = plan.split_blocks;
+  const long long groups = std::max(1LL, static_cast<long long>(p.heads_q / plan.key.gqa_pack));
+  const long long slots = kSplitCtasPerSm * (problem.sm_count > 0 ? problem.sm_count : 1);
+  r.max_parts = static_cast<int>(std::min<long long>(kMaxSplits, std::max(1LL, (slots + groups - 1) / groups)));
+  return r;
+}
+
+int max_splits(const Plan& plan, const Problem& problem) {
   if (!plan.key.split) return 1;
-  if (p.num_splits > 0) return p.num_splits;
-  const long long blocks = (p.seqlen_k + plan.tile_n - 1) / plan.tile_n;  // the longest sequence's
-  return static_cast<int>(std::max(1LL, (blocks + plan.split_blocks - 1) / plan.split_blocks));
+  // The longest sequence's parts: split_parts grows with seqlen_k.
+  const fa4k::SplitRule r = split_rule(plan, problem);
+  return fa4k::split_parts(r, 1, static_cast<int>(std::min<int64_t>(problem.params.seqlen_k, 0x7fffffff - r.tile_n)));
 }
 
 // Work tiles of one (head group, sequence): every m block, times the parts of a split-KV kernel (with
-// num_splits 0 only the first m block is cut: see flash_fwd.cuh's tile_of).
+// num_splits 0 the prefill kernel cuts only the first m block: see tile.cuh's tile_of).
 long long tiles_per_head(const Plan& plan, const Problem& problem, long long m_blocks) {
   if (!plan.key.split) return m_blocks;
   const long long splits = max_splits(plan, problem);
-  return problem.params.num_splits > 0 ? m_blocks * splits : m_blocks + splits - 1;
+  return problem.params.num_splits > 0 || plan.key.decode ? m_blocks * splits : m_blocks + splits - 1;
 }
 
 SplitLayout split_layout(const Plan& plan, const Problem& problem) {
@@ -114,10 +134,8 @@ void fill_schedule(const Plan& plan, const Problem& problem, fa4k::AttentionArgs
   const long long m_blocks = (p.seqlen_q * pack + rows_per_cta - 1) / rows_per_cta;
   args.num_m_blocks = static_cast<int>(m_blocks);
   args.total_tiles = static_cast<int>(tiles_per_head(plan, problem, m_blocks) * (p.heads_q / pack) * p.batch);
-  if (plan.key.split) {
-    args.split_blocks = plan.split_blocks;
-    args.max_splits = split_layout(plan, problem).max_splits;
-  }
+  args.split = split_rule(plan, problem);
+  args.max_splits = max_splits(plan, problem);
 }
 
 LaunchShape launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count) {
@@ -207,11 +225,8 @@ fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, v
   a.cu_seqlens_k = p.cu_seqlens_k;
   a.seqused_k = p.seqused_k;
   a.seqlen_k = static_cast<int>(p.seqlen_k);
-  a.num_splits = p.num_splits;
-  a.split_blocks = plan.split_blocks;
   a.pack = plan.key.gqa_pack;
-  a.tile_m = plan.tile_m;
-  a.tile_n = plan.tile_n;
+  a.rule = split_rule(plan, problem);
   return a;
 }
 

@@ -79,6 +79,7 @@ std::string KernelKey::name() const {
   if (varlen) s << "_varlen";
   if (paged) s << "_paged";
   if (split) s << (op == KernelOp::combine ? "_f32states" : "_split");
+  if (decode) s << "_decode";
   if (fault != DebugFault::none) s << "_fault_" << to_string(fault);
   return s.str();
 }
@@ -86,7 +87,8 @@ std::string KernelKey::name() const {
 bool KernelKey::operator==(const KernelKey& o) const {
   return op == o.op && backend == o.backend && arch == o.arch && variant == o.variant && dtype == o.dtype &&
          head_dim == o.head_dim && head_dim_v == o.head_dim_v && causal == o.causal && lse == o.lse &&
-         gqa_pack == o.gqa_pack && varlen == o.varlen && paged == o.paged && split == o.split && fault == o.fault;
+         gqa_pack == o.gqa_pack && varlen == o.varlen && paged == o.paged && split == o.split && decode == o.decode &&
+         fault == o.fault;
 }
 
 int Plan::registers_total() const {
@@ -101,11 +103,15 @@ std::string KernelConfig::name() const {
     << to_string(dtype) << "/d" << head_dim;
   if (head_dim_v && head_dim_v != head_dim) s << "x" << head_dim_v;
   s << (causal ? "/causal" : "/full") << (lse ? "/lse" : "") << "/qh_per_kv" << q_heads_per_kv << (varlen ? "/varlen" : "")
-    << (paged ? "/paged" : "") << (split ? "/split" : "");
+    << (paged ? "/paged" : "") << (split ? "/split" : "") << (decode ? "/decode" : "");
   return s.str();
 }
 
 const char* version() { return FA4_VERSION_STRING; }
+
+bool decode_shape(int64_t seqlen_q, int64_t q_heads_per_kv) {
+  return std::max<int64_t>(seqlen_q, 1) * q_heads_per_kv <= kDecodeMaxRows;
+}
 
 const std::vector<HeadDims>& supported_head_dims() {
   static const std::vector<HeadDims> dims = {{32, 32}, {64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256}, {192, 128}};

@@ -8,6 +8,8 @@
 
 namespace fa4::detail {
 
+constexpr int kMaxSplits = 256;  // split-KV parts per sequence
+
 struct Problem {
   AttentionParams params;  // head_dim_v, strides and softmax_scale resolved
   int q_heads_per_kv = 1;
@@ -15,6 +17,8 @@ struct Problem {
   bool paged = false;      // K/V through a page table
   bool split = false;      // split-KV kernel and combine (num_splits > 1, or 0 with a workspace)
   int64_t rows = 0;        // query rows of all sequences: total_q when ragged, else batch * seqlen_q
+  int sm_count = 0;        // the device's SMs, which size split-KV (launch.cpp split_rule); set by the caller
+                           // that knows the device (0: counted as 1)
 };
 
 // Host-side rules: sizes, head dims, dtype, strides, overlap, alignment, overflow. Throws

@@ -27,6 +27,7 @@ KernelKey key_of(const KernelBackend& backend, const KernelConfig& config, int d
   base.varlen = config.varlen;
   base.paged = config.paged;
   base.split = config.split;
+  base.decode = config.decode;
   return backend.key(base, config, device_arch);
 }
 
@@ -101,6 +102,7 @@ KernelConfig config_of(const Problem& problem, Backend backend, int device_arch)
   c.varlen = problem.varlen;
   c.paged = problem.paged;
   c.split = problem.split;
+  c.decode = decode_shape(p.seqlen_q, problem.q_heads_per_kv);
   c.backend = backend;
   c.arch = device_arch;
   return c;

@@ -14,7 +14,6 @@ namespace fa4::detail {
 namespace {
 
 constexpr int64_t kMaxSize = (int64_t{1} << 31) - 1;  // kernel arguments are 32-bit
-constexpr int kMaxSplits = 256;                        // split-KV parts per sequence
 constexpr float kLog2e = 1.4426950408889634f;          // make_kernel_args: scale_log2 = softmax_scale * log2(e)
 
 [[noreturn]] void fail(const std::string& field, const std::string& rule, ErrorCode code = ErrorCode::invalid_argument) {
@@ -299,6 +298,9 @@ void validate_config(const KernelConfig& c) {
   if (c.q_heads_per_kv < 1 || c.q_heads_per_kv > kMaxQHeadsPerKv)
     fail("q_heads_per_kv", "must be in [1, " + std::to_string(kMaxQHeadsPerKv) + "] (heads_q / heads_kv of the runs it prepares), got " +
                                std::to_string(c.q_heads_per_kv));
+  if (c.decode && !decode_shape(1, c.q_heads_per_kv))
+    fail("decode", "needs q_heads_per_kv <= " + std::to_string(kDecodeMaxRows) + " (decode tiles hold at most " +
+                       std::to_string(kDecodeMaxRows) + " rows per kv head), got q_heads_per_kv " + std::to_string(c.q_heads_per_kv));
   if (c.arch < 0)
     fail("arch", "must be 0 (the current device) or a compute capability x10 such as 80, 90 or 100, got " + std::to_string(c.arch));
   if (c.arch > 0 && c.arch < 80)
@@ -358,7 +360,6 @@ fa4k::AttentionArgs make_kernel_args(const Problem& problem) {
   a.page_size_log2 = p.page_size ? __builtin_ctzll(static_cast<unsigned long long>(p.page_size)) : 0;
   a.max_pages_per_seq = static_cast<int>(p.max_pages_per_seq);
   a.total_q = static_cast<int>(p.total_q);
-  a.num_splits = p.num_splits;
   return a;
 }
 

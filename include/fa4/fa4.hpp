@@ -129,6 +129,11 @@ struct FA4_API Options {
 // (and any run() with such a ratio) selects the same kernel as q_heads_per_kv = 1.
 constexpr int kMaxQHeadsPerKv = 256;
 
+// Decode: at most this many query rows per kv head (seqlen_q times the q heads sharing it; the longest
+// sequence's when ragged) run on kernels built for few rows against a long KV cache.
+constexpr int kDecodeMaxRows = 32;
+FA4_API bool decode_shape(int64_t seqlen_q, int64_t q_heads_per_kv);
+
 // A kernel configuration to compile ahead of time. It maps to exactly the KernelKey a run() with the
 // same dtype, head dims, causal flag, LSE flag and q/kv head ratio selects on `arch`. prewarm (per
 // configuration) and describe reject a configuration that breaks a rule: dtype and backend in their enums,
@@ -143,6 +148,7 @@ struct FA4_API KernelConfig {
   bool varlen = false;         // ragged batches or seqused_k (cu_seqlens_q/k, seqused_k set)
   bool paged = false;          // a paged KV cache (page_table set)
   bool split = false;          // split-KV (num_splits != 1)
+  bool decode = false;         // decode shapes: seqlen_q * q_heads_per_kv <= kDecodeMaxRows (see decode_shape)
   Backend backend = Backend::automatic;
   int arch = 0;                // compute capability x10; 0: the current device
   std::string name() const;

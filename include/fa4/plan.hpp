@@ -82,6 +82,8 @@ struct FA4_API KernelKey {
                                 // code reads them in every kernel (portable) keep it false
   bool paged = false;           // K/V rows through a page table
   bool split = false;           // split-KV: partial outputs to a workspace (combine: fp32 partial states)
+  bool decode = false;          // the decode kernel: a tile of a few query rows per kv head, warps splitting
+                                // the keys (KernelConfig::decode)
   DebugFault fault = DebugFault::none;
 
   std::string target() const;   // NVRTC target: "sm_80", "sm_90a", "sm_100f", ...

@@ -17,6 +17,27 @@ struct TensorArgs {
   long long head_stride;     // elements; the head dimension itself is contiguous
 };
 
+// How a split-KV kernel cuts a sequence's keys into parts (split_parts): the attention kernel, the combine
+// kernel and the host's workspace sizing all read this one rule.
+struct SplitRule {
+  int num_splits;            // > 0: every sequence in exactly this many parts
+  int split_blocks;          // num_splits 0: a part has at least this many KV blocks ...
+  int max_parts;             // ... and a sequence at most this many parts (longer parts when it has more blocks)
+  int cut_rows;              // num_splits 0: only a sequence of at most this many (packed) rows is cut
+  int tile_n;                // the kernel's keys per KV block
+};
+
+// The parts of one sequence. It depends only on that sequence's own lengths (and on constants of the kernel
+// and the device), never on the rest of the batch, so a sequence's result is batch-invariant. With
+// num_splits 0 only a sequence of few rows is cut (decode).
+FA4_PARAMS_HD int split_parts(const SplitRule& r, int rows, int seqlen_k) {
+  if (r.num_splits > 0) return r.num_splits;
+  if (rows > r.cut_rows) return 1;
+  const int blocks = (seqlen_k + r.tile_n - 1) / r.tile_n;
+  const int parts = (blocks + r.split_blocks - 1) / r.split_blocks;
+  return parts < 1 ? 1 : parts < r.max_parts ? parts : r.max_parts;
+}
+
 struct AttentionArgs {
   TensorArgs q, k, v, o;     // ragged q/o: seq_stride steps over the packed rows (batch_stride unused);
                              // paged k/v: batch_stride steps over pages, seq_stride over a page's slots
@@ -46,25 +67,13 @@ struct AttentionArgs {
   int max_pages_per_seq;
   int total_q;               // ragged: rows of the packed q/o
 
-  // Split-KV kernels: a sequence's key blocks in parts, each part's rows written to o_partial / lse_partial
-  // and merged by the combine kernel. How many parts a sequence has depends only on its own lengths
-  // (split_parts below): num_splits when set, else (0) parts of split_blocks KV blocks for a sequence whose
-  // rows fit one tile, and one part (the final output, written directly) for the others.
-  int num_splits;
-  int split_blocks;
+  // Split-KV kernels: a sequence's key blocks in parts (split_parts), each part's rows written to o_partial /
+  // lse_partial and merged by the combine kernel; a sequence in one part is written directly.
+  SplitRule split;
   int max_splits;            // the grid's split dimension: the most parts any sequence can have
   float* o_partial;          // fp32 [max_splits][rows][heads_q][dv], rows = total_q or batch * seqlen_q
   float* lse_partial;        // fp32 [max_splits][heads_q][rows], natural log; -inf for a part without keys
 };
-
-// The parts of a sequence's keys under split-KV (see AttentionArgs): the attention and the combine kernels
-// both use this, so they agree on which rows were cut.
-FA4_PARAMS_HD int split_parts(int num_splits, int split_blocks, int rows, int tile_m, int seqlen_k, int tile_n) {
-  if (num_splits > 0) return num_splits;
-  if (rows > tile_m) return 1;
-  const int blocks = (seqlen_k + tile_n - 1) / tile_n;
-  return blocks <= split_blocks ? 1 : (blocks + split_blocks - 1) / split_blocks;
-}
 
 // The combine kernel's argument block: merges n partial states (O_s, LSE_s) of the same rows into O (and
 // LSE): LSE = log sum_s exp(LSE_s), O = sum_s exp(LSE_s - LSE) O_s. State s is at state_o[s] (s < 8) or, when
@@ -87,6 +96,7 @@ struct CombineArgs {
   int split;
   const int* cu_seqlens_k;
   const int* seqused_k;
-  int seqlen_k, num_splits, split_blocks, pack, tile_m, tile_n;
+  int seqlen_k, pack;
+  SplitRule rule;
 };
 }  // namespace fa4k

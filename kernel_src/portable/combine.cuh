@@ -59,7 +59,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads) fa4_combine(const
       const int seqlen_k = args.seqused_k     ? args.seqused_k[seq]
                            : args.cu_seqlens_k ? args.cu_seqlens_k[seq + 1] - args.cu_seqlens_k[seq]
                                                : args.seqlen_k;
-      n_states = fa4k::split_parts(args.num_splits, args.split_blocks, seqlen_q * args.pack, args.tile_m, seqlen_k, args.tile_n);
+      n_states = fa4k::split_parts(args.rule, seqlen_q * args.pack, seqlen_k);
       if (n_states <= 1) continue;
     }
     const long long in_o = batch * args.state_layout.batch_stride + place * args.state_layout.seq_stride +

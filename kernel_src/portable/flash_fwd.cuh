@@ -22,6 +22,8 @@
 #include "common/params.h"
 #include "portable/ptx.cuh"
 #include "portable/smem_tile.cuh"
+#include "portable/softmax.cuh"
+#include "portable/tile.cuh"
 
 namespace fa4p {
 
@@ -86,85 +88,6 @@ __device__ __forceinline__ void qk_block(float (&s)[kMTiles][kSTiles][4], u32 sq
   }
 }
 
-// Sets S to -inf where key col > col_limit(row): keys past seqlen_k and, when causal, keys right of the
-// bottom-right diagonal (col > token + seqlen_k - seqlen_q, token = row / kGqaPack). Thread layout of an m16n8 accumulator:
-// element e sits at row lane/4 + 8 (e/2), column 2 (lane%4) + e%2.
-__device__ __forceinline__ void mask_block(float (&s)[kMTiles][kSTiles][4], int warp_row0, int key0, int lane,
-                                           int seqlen_k, int diag) {
-#pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = warp_row0 + mt * 16 + (lane >> 2) + 8 * h;
-      int limit = seqlen_k - 1;
-      if (fa4cfg::kCausal) limit = min(limit, row / fa4cfg::kGqaPack + diag);  // the row's token
-#pragma unroll
-      for (int nt = 0; nt < kSTiles; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = key0 + nt * 8 + 2 * (lane & 3) + e;
-          if (col > limit) s[mt][nt][2 * h + e] = neg_inf();
-        }
-    }
-}
-
-// Online softmax over one block, ending in P packed to 16-bit pairs. Row statistics: row_max is the raw
-// (unscaled) max the probabilities are taken against, row_sum the thread's partial sum of its columns
-// (summed over the quad at the end).
-// Lazy rescale: the max is only raised when the block max exceeds it by more than
-// 2^kRescaleThresholdLog2 in exp2 units; otherwise P may reach 2^threshold (fine in fp32 sums and in
-// bf16/fp16 P) and O needs no rescale. A warp rescales O only when one of its rows raised its max, which
-// after the first blocks is rare. A row still entirely masked keeps max -inf and uses 0 in the exponent,
-// so no -inf - -inf = NaN arises; its probabilities are 0.
-// P[mt][nt][h] holds row g + 8h, columns 2q, 2q+1 of n8 tile nt: the S accumulators of tiles 2kk and
-// 2kk+1 are exactly the A fragment of PV k16 step kk, so P never touches smem. Summing and packing right
-// after exp2 lets every fp32 probability die at once (fewer registers).
-__device__ __forceinline__ void softmax_block(float (&s)[kMTiles][kSTiles][4], u32 (&p)[kMTiles][kSTiles][2],
-                                              float (&o)[kMTiles][kOTiles][4], float (&row_max)[kMTiles][2],
-                                              float (&row_sum)[kMTiles][2], float scale_log2) {
-  float rescale[kMTiles][2];
-  bool any_rescale = false;
-#pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float block_max = neg_inf();
-#pragma unroll
-      for (int nt = 0; nt < kSTiles; ++nt) block_max = fmaxf(block_max, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
-      block_max = fmaxf(block_max, shfl_xor(block_max, 1));  // the 4 threads of a quad share a row
-      block_max = fmaxf(block_max, shfl_xor(block_max, 2));
-      const float old_max = row_max[mt][h];
-      // True when the first visible keys arrive (old_max = -inf); false while both are -inf (NaN).
-      const bool raise = (block_max - old_max) * scale_log2 > static_cast<float>(fa4cfg::kRescaleThresholdLog2);
-      const float max = raise ? block_max : old_max;
-      rescale[mt][h] = raise ? exp2_approx((old_max - block_max) * scale_log2) : 1.f;  // 0 from -inf
-      any_rescale |= raise;
-      row_max[mt][h] = max;
-      const float bias = max == neg_inf() ? 0.f : -max * scale_log2;
-      float pair_sum[kSTiles];
-#pragma unroll
-      for (int nt = 0; nt < kSTiles; ++nt) {
-        const float p0 = exp2_approx(fmaf(s[mt][nt][2 * h], scale_log2, bias));
-        const float p1 = exp2_approx(fmaf(s[mt][nt][2 * h + 1], scale_log2, bias));
-        pair_sum[nt] = p0 + p1;
-        p[mt][nt][h] = pack_half2<fa4cfg::kBf16>(p0, p1);
-      }
-#pragma unroll
-      for (int width = kSTiles / 2; width >= 1; width /= 2)  // pairwise: a short dependency chain
-#pragma unroll
-        for (int i = 0; i < width; ++i) pair_sum[i] += pair_sum[i + width];
-      row_sum[mt][h] = row_sum[mt][h] * rescale[mt][h] + pair_sum[0];
-    }
-  if (any_sync(any_rescale)) {  // warp-uniform branch
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-      for (int ot = 0; ot < kOTiles; ++ot)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[mt][ot][e] *= rescale[mt][e / 2];
-  }
-}
-
 // O += P V. A fragment of k16 step kk: {P[2kk][h=0], P[2kk][1], P[2kk+1][0], P[2kk+1][1]} (a0: row g keys
 // 2q.., a1: row g+8, a2: row g keys 8+2q.., a3: row g+8). V (keys x dv, dv contiguous) is the "col" B
 // operand through ldmatrix.trans: matrices {keys 0-7, 8-15} x {dv tile 2dp, 2dp+1}.
@@ -195,61 +118,6 @@ __device__ __forceinline__ void pv_block(float (&o)[kMTiles][kOTiles][4], const 
   }
 }
 
-// Which tile a CTA computes, and its sequence: m fastest so neighbouring CTAs share K/V in L2; causal
-// launches the longest rows (highest m_block) first. Per-sequence lengths and row offsets come from the
-// device arrays when the call is ragged, else from the dense shape.
-// Split-KV: with num_splits set, every (m block, part) is a tile; with num_splits 0 only a sequence's first
-// m block can have parts (a sequence is cut only when its rows fit one tile), so a (head group, sequence)
-// has max_splits tiles of m block 0 and one for each further m block.
-struct Tile {
-  int m_block, group, batch, split, row0;  // row0: the tile's first packed row
-  int seqlen_q, seqlen_k;                  // this sequence's
-  long long row_base;                      // global row of token 0: the LSE and the split partials
-};
-__device__ __forceinline__ Tile tile_of(const fa4k::AttentionArgs& a, int index) {
-  const int num_m = a.num_m_blocks;
-  const int groups = a.heads_q / fa4cfg::kGqaPack;
-  const int per_head = !fa4cfg::kSplit ? num_m : a.num_splits > 0 ? num_m * a.max_splits : num_m + a.max_splits - 1;
-  Tile t;
-  const int i = index % per_head;
-  const int head_batch = index / per_head;
-  t.group = head_batch % groups;
-  t.batch = head_batch / groups;
-  if (!fa4cfg::kSplit) {
-    t.split = 0;
-    t.m_block = fa4cfg::kCausal ? num_m - 1 - i : i;
-  } else if (a.num_splits > 0) {
-    t.split = i / num_m;
-    t.m_block = i % num_m;
-  } else {
-    t.split = i < a.max_splits ? i : 0;
-    t.m_block = i < a.max_splits ? 0 : i - a.max_splits + 1;
-  }
-  t.row0 = t.m_block * fa4cfg::kTileM;
-  if (a.cu_seqlens_q) {
-    const int first = a.cu_seqlens_q[t.batch];
-    t.seqlen_q = a.cu_seqlens_q[t.batch + 1] - first;
-    t.row_base = first;
-  } else {
-    t.seqlen_q = a.seqlen_q;
-    t.row_base = static_cast<long long>(t.batch) * a.seqlen_q;
-  }
-  t.seqlen_k = a.seqused_k     ? a.seqused_k[t.batch]
-               : a.cu_seqlens_k ? a.cu_seqlens_k[t.batch + 1] - a.cu_seqlens_k[t.batch]
-                                : a.seqlen_k;
-  return t;
-}
-
-// Token 0, head 0 of the sequence in a [batch, seq, head, dim] tensor, or in a packed ragged one.
-__device__ __forceinline__ const u16* sequence_base(const fa4k::TensorArgs& t, const int* cu_seqlens, int batch) {
-  const u16* p = static_cast<const u16*>(t.ptr);
-  return cu_seqlens ? p + static_cast<long long>(cu_seqlens[batch]) * t.seq_stride : p + batch * t.batch_stride;
-}
-
-// Packed row r of head group g: its token and q head.
-__device__ __forceinline__ int row_token(int r) { return r / fa4cfg::kGqaPack; }
-__device__ __forceinline__ int row_head(int group, int r) { return group * fa4cfg::kGqaPack + r % fa4cfg::kGqaPack; }
-
 // Epilogue, after a CTA barrier (O is staged over the Q buffer, and O rows are narrower than Q rows when
 // dv < d, so one warp's staging crosses another's Q rows): full row sums, O / sum (rows without keys
 // keep O = 0), LSE, O -> swizzled smem -> 16-byte global stores of the valid rows, each warp storing the
@@ -266,7 +134,7 @@ __device__ __forceinline__ void finish_tile(const fa4k::AttentionArgs& args, con
   const long long total_rows = args.cu_seqlens_q ? args.total_q : static_cast<long long>(args.batch) * args.seqlen_q;
   // A part of a cut sequence goes to the workspace; a sequence in one part is written as without split-KV.
   const bool partial =
-      fa4cfg::kSplit && fa4k::split_parts(args.num_splits, args.split_blocks, rows, fa4cfg::kTileM, tile.seqlen_k, fa4cfg::kTileN) > 1;
+      fa4cfg::kSplit && fa4k::split_parts(args.split, rows, tile.seqlen_k) > 1;
   const u32 o_lane = SwzV::offset(warp * kRowsPerWarp + (lane >> 2), 0);
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
@@ -358,7 +226,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_f
   }
   int n_begin = 0;
   if (fa4cfg::kSplit) {  // part `split` of `parts` equal shares of the key blocks (an empty share writes -inf)
-    const int parts = fa4k::split_parts(args.num_splits, args.split_blocks, rows, kTileM, seqlen_k, kTileN);
+    const int parts = fa4k::split_parts(args.split, rows, seqlen_k);
     if (tile.split >= parts) return;
     n_begin = static_cast<int>(static_cast<long long>(n_total) * tile.split / parts);
     n_end = min(n_end, static_cast<int>(static_cast<long long>(n_total) * (tile.split + 1) / parts));

@@ -40,6 +40,17 @@ std::vector<CompileCase> all_cases() {
       out.push_back({c, 90});
     }
   }
+  // The decode kernel: every head dim, causal or not, dense and with every serving flag, on sm_90; its ring
+  // depth and warps depend on the arch's shared memory, so sm_80 and sm_86 (99 KB) build too.
+  for (int arch : {80, 86, 90})
+    for (KernelConfig c : supported_configs(Backend::portable, arch)) {
+      if (c.dtype != DType::bf16 || c.lse != c.causal) continue;
+      for (auto [pack, paged, split] : {std::tuple{8, false, false}, {1, true, true}, {32, true, false}, {4, false, true}}) {
+        if (arch != 90 && !(paged && split)) continue;
+        c.q_heads_per_kv = pack, c.paged = paged, c.split = split, c.varlen = true, c.decode = true;
+        out.push_back({c, arch});
+      }
+    }
   return out;
 }
 

@@ -190,5 +190,89 @@ TEST(PortablePlan, LaunchShapeCoversEveryTileOnce) {
     }
 }
 
+// The decode kernel's plan on every arch and head dim: 16-row tiles, one 16-key chunk per warp per KV block,
+// rings of at least two chunks that fit the arch's shared memory, the merge buffers over the rings, and two
+// CTAs per SM on sm_90 up to d = 128 (so one CTA's epilogue hides under the other's loads).
+TEST(PortablePlan, DecodePlansFitEveryArch) {
+  for (int arch : {80, 86, 89, 90, 100, 120})
+    for (const HeadDims& h : supported_head_dims()) {
+      KernelKey key = portable_key(h.head_dim, h.head_dim_v, arch);
+      key.decode = true;
+      key.gqa_pack = 8;
+      key.split = true;
+      SCOPED_TRACE(key.name());
+      const Plan plan = make_plan(key);
+      EXPECT_EQ(plan.kernel_name, "fa4_portable_decode");
+      EXPECT_EQ(plan.source, "portable/decode.cuh");
+      EXPECT_EQ(plan.tile_m, 16);
+      const int warps = plan.threads / 32;
+      EXPECT_TRUE(warps == 2 || warps == 4) << warps;
+      EXPECT_EQ(plan.tile_n, 16 * warps);
+      EXPECT_GE(plan.kv_stages, 2);
+      EXPECT_GT(plan.split_blocks, 0);
+      const int per_block = arch == 80 ? 163 * 1024 : arch == 90 || arch == 100 ? 227 * 1024 : 99 * 1024;
+      EXPECT_LE(plan.smem_bytes, per_block);
+      const SmemBuffer& k = buffer(plan, "K");
+      const SmemBuffer& v = buffer(plan, "V");
+      const SmemBuffer& merge = buffer(plan, "Merge");
+      const SmemBuffer& stats = buffer(plan, "Stats");
+      EXPECT_EQ(k.bytes, warps * plan.kv_stages * 16 * h.head_dim * 2);
+      EXPECT_EQ(v.bytes, warps * plan.kv_stages * 16 * h.head_dim_v * 2);
+      EXPECT_EQ(merge.offset, k.offset);
+      EXPECT_EQ(merge.bytes, warps * 16 * h.head_dim_v * 4);
+      EXPECT_LE(stats.offset + stats.bytes, v.offset + v.bytes) << "the merge buffers lie over the rings";
+      for (const SmemBuffer& b : plan.smem) {
+        EXPECT_EQ(b.offset % 128, 0) << b.name;
+        EXPECT_LE(b.offset + b.bytes, plan.smem_bytes) << b.name;
+      }
+      if (arch == 90 && h.head_dim <= 128) EXPECT_LE(2 * (plan.smem_bytes + 1024), 228 * 1024);
+    }
+}
+
+// Split-KV's rule (params.h split_parts, launch.cpp split_rule): explicit parts as asked; with num_splits 0
+// parts of at least split_blocks blocks, at most enough parts per sequence for kSplitCtasPerSm CTAs on every
+// SM across the head groups, and only decode sequences are cut. A sequence's parts do not depend on the batch.
+TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
+  KernelKey key = portable_key(128, 128);
+  key.decode = true, key.gqa_pack = 4, key.split = true;
+  const Plan plan = make_plan(key);
+  Problem problem;
+  problem.params.batch = 1;
+  problem.params.seqlen_q = 1;
+  problem.params.heads_q = 32;
+  problem.params.heads_kv = 8;
+  problem.params.head_dim = problem.params.head_dim_v = 128;
+  problem.q_heads_per_kv = 4;
+  problem.split = true;
+  problem.sm_count = 132;
+  auto parts = [&](int seqlen_k, int batch) {
+    problem.params.batch = batch;
+    problem.params.seqlen_k = 131072;
+    fa4k::AttentionArgs args{};
+    fill_schedule(plan, problem, args);
+    return fa4k::split_parts(args.split, 4, seqlen_k);
+  };
+  const int block = plan.tile_n, min_part = plan.split_blocks * block;
+  EXPECT_EQ(parts(0, 1), 1);
+  EXPECT_EQ(parts(min_part, 1), 1);
+  EXPECT_EQ(parts(min_part + 1, 1), 2);
+  EXPECT_EQ(parts(8192, 1), 8192 / min_part);
+  EXPECT_EQ(parts(131072, 1), (2 * 132 + 7) / 8) << "capped: 2 CTAs per SM over 8 head groups";
+  EXPECT_EQ(parts(131072, 64), parts(131072, 1)) << "batch-invariant";
+  EXPECT_EQ(parts(8192, 256), parts(8192, 1)) << "batch-invariant";
+  problem.params.num_splits = 5;
+  EXPECT_EQ(parts(100, 1), 5);
+  // A prefill tile (more rows than the decode kernel takes) is not cut with num_splits 0.
+  problem.params.num_splits = 0;
+  fa4k::AttentionArgs args{};
+  fill_schedule(plan, problem, args);
+  EXPECT_EQ(fa4k::split_parts(args.split, kDecodeMaxRows + 1, 131072), 1);
+  // Every (m block, part) of a decode sequence is a tile.
+  problem.params.seqlen_q = 8;  // 32 packed rows: two m blocks
+  problem.params.batch = 3;
+  fill_schedule(plan, problem, args);
+  EXPECT_EQ(args.total_tiles, 2 * args.max_splits * 8 * 3);
+}
+
 }  // namespace
 }  // namespace fa4::detail

@@ -7,6 +7,7 @@
 #include "runtime/backend.hpp"
 #include "runtime/codegen.hpp"
 #include "runtime/nvrtc.hpp"
+#include "runtime/problem.hpp"
 
 namespace fa4 {
 namespace {
@@ -59,6 +60,42 @@ TEST(Selection, EveryHeadDimIsServedOnEveryArchAutomatically) {
         }
         EXPECT_EQ(supported_configs(Backend::automatic, arch).size(), 2 * 2 * 2 * supported_head_dims().size());
       }
+}
+
+// Decode shapes (seqlen_q * q heads per kv head <= 32) select the portable decode kernel on every arch,
+// packing every ratio up to 32; longer queries the prefill kernels. A decode prewarm names it.
+TEST(Selection, DecodeShapesSelectTheDecodeKernel) {
+  EXPECT_TRUE(decode_shape(1, 32));
+  EXPECT_TRUE(decode_shape(4, 8));
+  EXPECT_TRUE(decode_shape(0, 1));
+  EXPECT_FALSE(decode_shape(1, 33));
+  EXPECT_FALSE(decode_shape(9, 4));
+  for (int arch : {80, 90, 100}) {
+    SCOPED_TRACE(arch);
+    for (int ratio : {1, 3, 8, 32}) {
+      KernelConfig c;
+      c.q_heads_per_kv = ratio;
+      c.decode = true;
+      const KernelKey key = detail::key_for_config(c, arch);
+      EXPECT_EQ(key.backend, Backend::portable);
+      EXPECT_TRUE(key.decode);
+      EXPECT_EQ(key.gqa_pack, ratio);
+      EXPECT_EQ(detail::make_plan(key).kernel_name, "fa4_portable_decode");
+    }
+    KernelConfig prefill;
+    EXPECT_FALSE(detail::key_for_config(prefill, arch).decode);
+  }
+  KernelConfig c;
+  c.decode = true;
+  EXPECT_NE(detail::passed_over(c, 100).find("decode"), std::string::npos) << detail::passed_over(c, 100);
+  c.q_heads_per_kv = 64;
+  try {
+    detail::validate_config(c);
+    ADD_FAILURE() << "a decode configuration with 64 q heads per kv head was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_EQ(std::string(e.what()).rfind("decode", 0), 0u) << e.what();
+  }
 }
 
 TEST(Selection, AnExplicitBackendIsTakenAsAsked) {

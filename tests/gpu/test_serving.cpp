@@ -298,6 +298,49 @@ std::vector<ServingCase> serving_cases() {
         add(c);
       }
     }
+    // The decode kernel (seqlen_q * q heads per kv head <= 32): every head dim and both dtypes, dense and
+    // ragged K/V, 32 packed rows (one tile, and two tiles of 16), keys fewer than a chunk, empty caches,
+    // pages of 16 and 256, a padded cache, and a sequence long enough that its parts are capped (longer parts).
+    for (auto [d, dv] : {std::pair{32, 32}, {64, 64}, {96, 96}, {128, 128}, {192, 192}, {256, 256}, {192, 128}}) {
+      c = ServingCase{};
+      c.name = "decode_d" + std::to_string(d) + "_" + std::to_string(dv) + m;
+      c.causal = causal, c.d = d, c.dv = dv, c.heads_q = 8, c.heads_kv = 2, c.dtype = d == 64 ? DType::fp16 : DType::bf16;
+      c.seqlens_q = {1, 2, 1};
+      c.seqlens_k = {1000, 15, 0};
+      c.num_splits = d == 128 ? 1 : 0, c.workspace = d != 128;
+      add(c);
+    }
+    for (auto [hq, hkv, sq] : {std::tuple{32, 1, 1}, {16, 2, 4}, {8, 8, 32}}) {
+      c = ServingCase{};
+      c.name = "decode_rows" + std::to_string(hq / hkv * sq) + "_h" + std::to_string(hq) + "_" + std::to_string(hkv) + m;
+      c.causal = causal, c.heads_q = hq, c.heads_kv = hkv, c.num_splits = 0, c.workspace = true;
+      c.seqlens_q = {sq, std::max(1, sq - 1), sq};
+      c.seqlens_k = {3000, 40, sq};
+      add(c);
+    }
+    for (int ps : {16, 256}) {
+      c = ServingCase{};
+      c.name = "decode_paged" + std::to_string(ps) + m;
+      c.causal = causal, c.paged = true, c.page_size = ps, c.share_pages = true, c.heads_q = 8, c.heads_kv = 1;
+      c.seqlens_q = {1, 1, 1, 1};
+      c.seqlens_k = {3000, 16, 0, 257};
+      c.num_splits = ps == 16 ? 7 : 0, c.workspace = true;
+      add(c);
+    }
+    c = ServingCase{};
+    c.name = "decode_seqused_dense" + m;
+    c.causal = causal, c.ragged_q = false, c.ragged_k = false, c.cache_slack = 37, c.heads_q = 8, c.heads_kv = 2;
+    c.seqlens_q = {2, 2, 2};
+    c.seqlens_k = {0, 90, 2000};
+    c.num_splits = 0, c.workspace = true;
+    add(c);
+    c = ServingCase{};
+    c.name = "decode_long_capped_parts" + m;
+    c.causal = causal, c.heads_q = 32, c.heads_kv = 8;
+    c.seqlens_q = {1, 3};
+    c.seqlens_k = {40000, 9000};
+    c.num_splits = 0, c.workspace = true;
+    add(c);
     // Split-KV on prefill (explicit parts) and with every head dim.
     for (auto [d, dv] : {std::pair{32, 32}, {96, 96}, {192, 128}, {256, 256}}) {
       c = ServingCase{};

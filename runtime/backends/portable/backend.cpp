@@ -8,6 +8,8 @@
 //   thread (d = 128: ptxas then spills at the 255 limit) or the smem (Q + kv_stages * (K + V)) would
 //   exceed 99 KB, the opt-in limit of sm_86/89/120, so one plan runs on every sm_80+ part.
 // - Two K/V stages (cp.async double buffering); O is staged over the Q buffer at the end.
+// Decode shapes (KernelConfig::decode) get the decode kernel instead: decode_plan below.
+#include <algorithm>
 #include <sstream>
 
 #include "runtime/backend.hpp"
@@ -26,6 +28,23 @@ constexpr int kMaxAccRegisters = 160;   // fp32 O + S registers per thread (frag
 
 int smem_for(int tile_m, int tile_n, int d, int dv) {
   return tile_m * d * 2 + kKvStages * tile_n * (d + dv) * 2;
+}
+
+// The decode kernel (kernel_src/portable/decode.cuh).
+constexpr int kDecodeRows = 16;         // a tile: one m16 MMA tile of packed rows
+constexpr int kDecodeChunk = 16;        // keys a warp takes at a time: one k16 step of P V
+constexpr int kDecodeMaxStages = 4;     // chunks in each warp's cp.async ring
+constexpr int kDecodeSplitBlocks = 4;   // num_splits 0: a part has at least this many KV blocks (warps x 16 keys)
+
+// Shared memory of an arch, bytes: the most one block may opt into, and what an SM has (each resident block
+// also takes 1 KB of the SM's for the system).
+struct ArchSmem {
+  int per_block, per_sm;
+};
+ArchSmem arch_smem(int arch) {
+  if (arch == 80 || arch == 87) return {163 * 1024, 164 * 1024};
+  if (arch == 90 || arch == 100 || arch == 103 || arch == 110) return {227 * 1024, 228 * 1024};
+  return {99 * 1024, 100 * 1024};  // sm_86, 89, 120, 121 (and, conservatively, anything newer)
 }
 
 
@@ -50,7 +69,8 @@ KernelKey PortableBackend::key(KernelKey base, const KernelConfig& config, int d
   base.arch = device_arch;
   base.variant = ArchVariant::generic;
   const int ratio = config.q_heads_per_kv;
-  base.gqa_pack = ratio > 1 && kMinTileM % ratio == 0 ? ratio : 1;
+  // Decode tiles pack every ratio up to kDecodeMaxRows (their rows need not divide a tile).
+  base.gqa_pack = config.decode ? ratio : ratio > 1 && kMinTileM % ratio == 0 ? ratio : 1;
   base.varlen = false;
   return base;
 }
@@ -66,7 +86,11 @@ bool PortableBackend::supports(const KernelKey& key, std::string* why) const {
   if (!head_dims_supported(key.head_dim, key.head_dim_v))
     return no("head_dim " + std::to_string(key.head_dim) + " / head_dim_v " + std::to_string(key.head_dim_v) +
               ": must be (32|64|96|128|192|256) with head_dim_v == head_dim, or (192, 128)");
-  if (key.gqa_pack < 1 || kMinTileM % key.gqa_pack)
+  if (key.decode && key.op != KernelOp::attention) return no("decode is an attention kernel");
+  if (key.decode && (key.gqa_pack < 1 || key.gqa_pack > kDecodeMaxRows))
+    return no("gqa_pack " + std::to_string(key.gqa_pack) + ": the decode kernel packs 1 to " + std::to_string(kDecodeMaxRows) +
+              " q heads per kv head");
+  if (!key.decode && (key.gqa_pack < 1 || kMinTileM % key.gqa_pack))
     return no("gqa_pack " + std::to_string(key.gqa_pack) + ": must divide " + std::to_string(kMinTileM) + " (the smallest tile's rows)");
   if (key.fault != DebugFault::none) return no(std::string("debug fault ") + to_string(key.fault) + ": only the sm100 kernels inject faults");
   if (key.op == KernelOp::combine && (key.gqa_pack != 1 || key.paged || key.causal))
@@ -85,8 +109,67 @@ Plan combine_plan(const KernelKey& key) {
   return plan;
 }
 
+// The decode kernel: a CTA takes one tile of kDecodeRows packed rows (the q heads of one kv head, times the
+// new tokens); each warp streams its own 16-key chunks of the CTA's keys through its own cp.async ring (no
+// CTA barrier in the loop), and the warps merge their (O, max, sum) states through smem at the end. The ring
+// is as deep as fits two CTAs per SM (so one CTA's epilogue hides under the other's loads), else one; with 2
+// warps when 4 do not fit two stages (d 256 on 99 KB parts).
+Plan decode_plan(const KernelKey& key) {
+  const int d = key.head_dim, dv = key.head_dim_v;
+  const ArchSmem smem = arch_smem(key.arch);
+  const int q_bytes = kDecodeRows * d * 2;
+  const int k_chunk = kDecodeChunk * d * 2, v_chunk = kDecodeChunk * dv * 2;
+  int warps = 0, stages = 0, ctas = 0;
+  for (int w : {4, 2}) {
+    for (int c : {2, 1}) {
+      const int budget = std::min(smem.per_block, smem.per_sm / c - 1024);
+      const int s = std::min(kDecodeMaxStages, (budget - q_bytes) / (w * (k_chunk + v_chunk)));
+      if (s >= 2) {
+        warps = w, stages = s, ctas = c;
+        break;
+      }
+    }
+    if (warps) break;
+  }
+  if (!warps) throw Error(ErrorCode::internal, key.name() + ": no decode ring fits sm_" + std::to_string(key.arch) + "'s shared memory");
+
+  Plan plan;
+  plan.key = key;
+  plan.kernel_name = "fa4_portable_decode";
+  plan.source = "portable/decode.cuh";
+  plan.threads = 32 * warps;
+  plan.warps_m = 1;
+  plan.tile_m = kDecodeRows;
+  plan.tile_n = warps * kDecodeChunk;  // a KV block: one chunk per warp (split-KV counts parts in these)
+  plan.q_tiles = 1;
+  plan.kv_stages = stages;
+  plan.split_blocks = key.split ? kDecodeSplitBlocks : 0;
+  plan.rescale_threshold_log2 = 8;
+  const int k_bytes = warps * stages * k_chunk, v_bytes = warps * stages * v_chunk;
+  const int merge_bytes = warps * kDecodeRows * dv * 4, stats_bytes = warps * kDecodeRows * 2 * 4;
+  plan.smem = {
+      {"Q", 0, q_bytes, 0, "Q tile: 16 rows x d, swizzled; every warp reads all of it"},
+      {"K", q_bytes, k_bytes, k_chunk, "K rings: warp w's stage s at chunk w * kv_stages + s, 16 keys x d, swizzled"},
+      {"V", q_bytes + k_bytes, v_bytes, v_chunk, "V rings, laid out as K"},
+      {"Merge", q_bytes, merge_bytes, kDecodeRows * dv * 4,
+       "after the loop, over the K rings: each warp's unnormalised fp32 O, 16 rows x dv"},
+      {"Stats", q_bytes + merge_bytes, stats_bytes, kDecodeRows * 2 * 4, "each warp's row max, then row sum, fp32"},
+  };
+  plan.smem_bytes = q_bytes + k_bytes + v_bytes;
+  if (merge_bytes + stats_bytes > k_bytes + v_bytes)
+    throw Error(ErrorCode::internal, key.name() + ": the decode merge buffers do not fit over the K/V rings");
+  plan.roles = {{"Stream", 0, warps, 0,
+                 "every warp: cp.async of its own K/V chunks, S = Q K^T and O += P V on 16 rows x 16 keys (mma.sync), "
+                 "online softmax; then the merge of the warps' states and the epilogue"}};
+  plan.risks.push_back(std::to_string(ctas) + " CTA(s) per SM by shared memory; decode is bound by HBM bandwidth, so "
+                       "what matters is the bytes in flight: " + std::to_string(ctas * warps * (stages - 1)) +
+                       " chunks of " + std::to_string(k_chunk + v_chunk) + " B per SM");
+  return plan;
+}
+
 Plan PortableBackend::plan(const KernelKey& key) const {  // make_plan checked the key
   if (key.op == KernelOp::combine) return combine_plan(key);
+  if (key.decode) return decode_plan(key);
   const int d = key.head_dim, dv = key.head_dim_v;
   Plan plan;
   plan.key = key;

@@ -1,0 +1,263 @@
+// Portable decode attention for sm_80 and newer: a few query rows per kv head (the q heads sharing it times
+// the new tokens, at most 32 packed rows) against a long KV cache. The work is reading K and V once, so the
+// kernel keeps many bytes in flight and does little else:
+// - a CTA takes one 16-row tile of one (sequence, kv head group, split part); its warps share the rows and
+//   split the keys: warp w takes the 16-key chunks w, w + W, w + 2W, ... of the CTA's keys;
+// - each warp streams its chunks through its own kKvStages-deep cp.async ring and waits only on itself
+//   (cp.async.wait_group, then __syncwarp), so no warp ever waits for another inside the loop;
+// - per chunk: S = Q K^T (16 x 16; Q re-read from smem by ldmatrix, so no registers hold it), the mask on
+//   boundary chunks only, the online softmax of the prefill kernel (softmax.cuh), O += P V;
+// - at the end the warps' states (unnormalised O, row max, row sum) meet in smem over the rings, and the CTA
+//   writes O and the LSE, or with split-KV its part's normalised fp32 O and LSE for the combine kernel.
+// A paged chunk never crosses a page (pages hold a power of two >= 16 keys, chunks start at multiples of 16),
+// so paged K/V cost one page-table read per chunk and load like dense rows.
+#pragma once
+
+#include "common/params.h"
+#include "portable/ptx.cuh"
+#include "portable/smem_tile.cuh"
+#include "portable/softmax.cuh"
+#include "portable/tile.cuh"
+
+namespace fa4p {
+
+constexpr int kWarps = fa4cfg::kThreads / 32;
+constexpr int kRows = fa4cfg::kTileM;
+constexpr int kChunk = fa4cfg::kTileN / kWarps;  // keys per warp step
+constexpr int kStages = fa4cfg::kKvStages;
+constexpr int kQkSteps = fa4cfg::kHeadDim / 16;
+constexpr int kOTiles = fa4cfg::kHeadDimV / 8;
+constexpr int kKChunkBytes = kChunk * fa4cfg::kHeadDim * 2;
+constexpr int kVChunkBytes = kChunk * fa4cfg::kHeadDimV * 2;
+using SwzQk = Swizzle<fa4cfg::kHeadDim / 8>;
+using SwzV = Swizzle<fa4cfg::kHeadDimV / 8>;
+
+static_assert(fa4cfg::kDecode && kRows == 16 && kChunk == 16, "plan: one m16 tile of rows, one k16 step of keys per warp");
+static_assert(kStages >= 2, "each warp's ring needs at least double buffering");
+static_assert(fa4cfg::kSmemQBytes == kRows * fa4cfg::kHeadDim * 2, "plan: Q buffer size");
+static_assert(fa4cfg::kSmemKStride == kKChunkBytes && fa4cfg::kSmemKBytes == kWarps * kStages * kKChunkBytes, "plan: K rings");
+static_assert(fa4cfg::kSmemVStride == kVChunkBytes && fa4cfg::kSmemVBytes == kWarps * kStages * kVChunkBytes, "plan: V rings");
+static_assert(fa4cfg::kSmemMergeStride == kRows * fa4cfg::kHeadDimV * 4 && fa4cfg::kSmemStatsStride == kRows * 2 * 4,
+              "plan: merge buffers");
+static_assert(fa4cfg::kSmemMergeOffset == fa4cfg::kSmemKOffset &&
+                  fa4cfg::kSmemStatsOffset + kWarps * fa4cfg::kSmemStatsStride <= fa4cfg::kSmemVOffset + fa4cfg::kSmemVBytes,
+              "plan: the merge buffers lie over the rings");
+
+// S (16 rows x 16 keys: two n8 tiles) = Q K^T over the head dim. Fragment layouts as in flash_fwd.cuh's
+// qk_block: A from the Q tile, B = keys {0-7, 8-15} x k {0-7, 8-15} from the chunk.
+__device__ __forceinline__ void qk_chunk(float (&s)[1][2][4], u32 sQ, u32 sK, int lane) {
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.f;
+  const int l = static_cast<int>(launder(lane));  // recomputed per chunk: no address registers live in the loop
+  const u32 a_lane = SwzQk::offset((l & 7) + ((l >> 3) & 1) * 8, l >> 4);
+  const u32 b_lane = SwzQk::offset((l & 7) + (l >> 4) * 8, (l >> 3) & 1);
+#pragma unroll
+  for (int kk = 0; kk < kQkSteps; ++kk) {
+    u32 a[4], b[4];
+    ldmatrix_x4(a, sQ + SwzQk::moved(a_lane, 0, kk * 2));
+    ldmatrix_x4(b, sK + SwzQk::moved(b_lane, 0, kk * 2));
+    mma_16816<fa4cfg::kBf16>(s[0][0], a, b[0], b[1]);
+    mma_16816<fa4cfg::kBf16>(s[0][1], a, b[2], b[3]);
+  }
+}
+
+// O += P V for one chunk: one k16 step (P's two n8 tiles are its A fragment), V through ldmatrix.trans.
+__device__ __forceinline__ void pv_chunk(float (&o)[1][kOTiles][4], const u32 (&p)[1][2][2], u32 sV, int lane) {
+  const int l = static_cast<int>(launder(lane));
+  const u32 v_lane = SwzV::offset((l & 7) + ((l >> 3) & 1) * 8, l >> 4);
+  const u32 a[4] = {p[0][0][0], p[0][0][1], p[0][1][0], p[0][1][1]};
+#pragma unroll
+  for (int dp = 0; dp < kOTiles / 2; ++dp) {
+    u32 b[4];
+    ldmatrix_x4_trans(b, sV + SwzV::moved(v_lane, 0, dp * 2));
+    mma_16816<fa4cfg::kBf16>(o[0][2 * dp], a, b[0], b[1]);
+    mma_16816<fa4cfg::kBf16>(o[0][2 * dp + 1], a, b[2], b[3]);
+  }
+}
+
+}  // namespace fa4p
+
+extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_decode(const fa4k::AttentionArgs args) {
+  using namespace fa4p;
+  constexpr int kTileN = fa4cfg::kTileN;
+  constexpr int kPack = fa4cfg::kGqaPack;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const u32 smem_base = shared_address(smem);
+  const u32 sQ = smem_base + fa4cfg::kSmemQOffset;
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const Tile tile = tile_of(args, blockIdx.x);
+  const int rows = tile.seqlen_q * kPack;  // packed rows of this sequence
+  const int seqlen_k = tile.seqlen_k;
+  const int row0 = tile.row0;
+  if (row0 >= rows) return;                  // a shorter sequence of a ragged batch: no rows here
+  const int diag = seqlen_k - tile.seqlen_q;  // token t sees keys c <= t + diag (causal)
+
+  // The CTA's keys: its part's KV blocks (all of them without split-KV), for causal only those left of the
+  // tile's last row's diagonal; then this warp's chunks of them.
+  const int n_total = (seqlen_k + kTileN - 1) / kTileN;
+  int n_begin = 0, n_end = n_total;
+  bool partial = false;  // a part of a cut sequence: normalised fp32 O and LSE to the workspace
+  if (fa4cfg::kSplit) {
+    const int parts = fa4k::split_parts(args.split, rows, seqlen_k);
+    if (tile.split >= parts) return;
+    n_begin = static_cast<int>(static_cast<long long>(n_total) * tile.split / parts);
+    n_end = static_cast<int>(static_cast<long long>(n_total) * (tile.split + 1) / parts);
+    partial = parts > 1;
+  }
+  long long key_end = min(n_end * kTileN, seqlen_k);
+  if (fa4cfg::kCausal) key_end = min(key_end, row_token(min(row0 + kRows, rows) - 1) + 1LL + diag);
+  const int chunk_end = key_end <= 0 ? 0 : static_cast<int>((key_end + kChunk - 1) / kChunk);
+  const int first_chunk = n_begin * kWarps + warp;
+  const int my_chunks = first_chunk < chunk_end ? (chunk_end - first_chunk + kWarps - 1) / kWarps : 0;
+
+  const u16* q_seq = sequence_base(args.q, args.cu_seqlens_q, tile.batch);
+  const int group = tile.group;
+  const int kv_head = kPack > 1 ? group : group / args.q_heads_per_kv;
+  const u16* k_seq = fa4cfg::kPaged ? static_cast<const u16*>(args.k.ptr) : sequence_base(args.k, args.cu_seqlens_k, tile.batch);
+  const u16* v_seq = fa4cfg::kPaged ? static_cast<const u16*>(args.v.ptr) : sequence_base(args.v, args.cu_seqlens_k, tile.batch);
+  k_seq += kv_head * args.k.head_stride;
+  v_seq += kv_head * args.v.head_stride;
+  const int* pages = args.page_table + static_cast<long long>(tile.batch) * args.max_pages_per_seq;
+
+  const u32 sK = smem_base + fa4cfg::kSmemKOffset + warp * kStages * kKChunkBytes;  // this warp's rings
+  const u32 sV = smem_base + fa4cfg::kSmemVOffset + warp * kStages * kVChunkBytes;
+  auto load_chunk = [&](int chunk, int stage) {
+    const int key0 = chunk * kChunk;
+    long long k_row0 = static_cast<long long>(key0) * args.k.seq_stride;
+    long long v_row0 = static_cast<long long>(key0) * args.v.seq_stride;
+    if constexpr (fa4cfg::kPaged) {
+      const long long page = pages[key0 >> args.page_size_log2];
+      const int slot = key0 & ((1 << args.page_size_log2) - 1);
+      k_row0 = page * args.k.batch_stride + slot * args.k.seq_stride;
+      v_row0 = page * args.v.batch_stride + slot * args.v.seq_stride;
+    }
+    const int l = static_cast<int>(launder(lane));
+    load_tile<kChunk, fa4cfg::kHeadDim, 32>(sK + stage * kKChunkBytes, k_seq + k_row0, args.k.seq_stride, seqlen_k - key0, l);
+    load_tile<kChunk, fa4cfg::kHeadDimV, 32>(sV + stage * kVChunkBytes, v_seq + v_row0, args.v.seq_stride, seqlen_k - key0, l);
+  };
+
+  // Prologue: Q (warp 0; rows past the sequence zero-filled) in group 0, then each warp's first kStages - 1
+  // chunks, one group each (empty ones too, so every thread counts the same groups).
+  if (warp == 0)
+    load_rows<kRows, fa4cfg::kHeadDim, 32>(
+        sQ, [&](int r) { return q_seq + row_token(row0 + r) * args.q.seq_stride + row_head(group, row0 + r) * args.q.head_stride; },
+        rows - row0, lane);
+  cp_async_commit();
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < my_chunks) load_chunk(first_chunk + s * kWarps, s);
+    cp_async_commit();
+  }
+  cp_async_wait<kStages - 1>();  // Q has landed (this thread's share) ...
+  __syncthreads();               // ... and every thread's
+
+  float o[1][kOTiles][4];
+  float row_max[1][2] = {{neg_inf(), neg_inf()}};
+  float row_sum[1][2] = {{0.f, 0.f}};
+#pragma unroll
+  for (int ot = 0; ot < kOTiles; ++ot)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[0][ot][e] = 0.f;
+
+  const int first_row_limit = row_token(row0) + diag;  // causal: the last key every row of the tile sees
+  int stage = 0;
+  for (int i = 0; i < my_chunks; ++i) {
+    // Chunk i has landed for every lane, and every lane is done with chunk i - 1, whose stage is refilled.
+    cp_async_wait<kStages - 2>();
+    __syncwarp();
+    const int ahead = i + kStages - 1;
+    if (ahead < my_chunks) load_chunk(first_chunk + ahead * kWarps, ahead % kStages);
+    cp_async_commit();
+
+    float s[1][2][4];
+    qk_chunk(s, sQ, sK + stage * kKChunkBytes, lane);
+    const int key0 = (first_chunk + i * kWarps) * kChunk;
+    if (key0 + kChunk > seqlen_k || (fa4cfg::kCausal && key0 + kChunk - 1 > first_row_limit))
+      mask_block(s, row0, key0, lane, seqlen_k, diag);
+    u32 p[1][2][2];
+    softmax_block(s, p, o, row_max, row_sum, args.scale_log2);
+    pv_chunk(o, p, sV + stage * kVChunkBytes, lane);
+    stage = stage + 1 == kStages ? 0 : stage + 1;
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done with the rings: the merge buffers lie over them
+
+  // Each warp's state to smem: O[row][col] unnormalised, then its row max and (quad-summed) row sum.
+  float* merge = reinterpret_cast<float*>(smem + fa4cfg::kSmemMergeOffset);
+  float* stats = reinterpret_cast<float*>(smem + fa4cfg::kSmemStatsOffset);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = (lane >> 2) + 8 * h;
+    float sum = row_sum[0][h];
+    sum += shfl_xor(sum, 1);
+    sum += shfl_xor(sum, 2);
+    if ((lane & 3) == 0) {
+      stats[warp * 2 * kRows + r] = row_max[0][h];
+      stats[warp * 2 * kRows + kRows + r] = sum;
+    }
+    float* out = merge + (warp * kRows + r) * fa4cfg::kHeadDimV + 2 * (lane & 3);
+#pragma unroll
+    for (int ot = 0; ot < kOTiles; ++ot) *reinterpret_cast<float2*>(out + ot * 8) = make_float2(o[0][ot][2 * h], o[0][ot][2 * h + 1]);
+  }
+  __syncthreads();
+
+  // The merge: the warps' states weighed against the largest max (a warp without keys weighs 0), 8 output
+  // columns (one 16-byte store) per item.
+  constexpr int kVecs = fa4cfg::kHeadDimV / 8;
+  const long long total_rows = args.cu_seqlens_q ? args.total_q : static_cast<long long>(args.batch) * args.seqlen_q;
+  u16* o_seq = const_cast<u16*>(sequence_base(args.o, args.cu_seqlens_q, tile.batch));
+  for (int item = tid; item < kRows * kVecs; item += fa4cfg::kThreads) {
+    const int r = item / kVecs, vec = item % kVecs;
+    const int row = row0 + r;
+    if (row >= rows) continue;
+    float max = neg_inf();
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) max = fmaxf(max, stats[w * 2 * kRows + r]);
+    float weight[kWarps], sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      weight[w] = max == neg_inf() ? 0.f : exp2_approx((stats[w * 2 * kRows + r] - max) * args.scale_log2);
+      sum += weight[w] * stats[w * 2 * kRows + kRows + r];
+    }
+    const float inv = sum > 0.f ? rcp_approx(sum) : 0.f;
+    float acc[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[j] = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float4* in = reinterpret_cast<const float4*>(merge + (w * kRows + r) * fa4cfg::kHeadDimV + vec * 8);
+      const float4 lo = in[0], hi = in[1];
+      const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] += weight[w] * x[j];
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[j] *= inv;
+    const float kLn2 = 0.693147180559945309f;
+    const float lse = sum > 0.f ? (max * args.scale_log2 + log2_approx(sum)) * kLn2 : neg_inf();
+    const int token = row_token(row), head = row_head(group, row);
+    const long long global_row = tile.row_base + token;
+    if (partial) {
+      const long long state = static_cast<long long>(tile.split) * total_rows + global_row;
+      float4* out = reinterpret_cast<float4*>(args.o_partial + (state * args.heads_q + head) * fa4cfg::kHeadDimV + vec * 8);
+      out[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      out[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+      if (vec == 0) args.lse_partial[(static_cast<long long>(tile.split) * args.heads_q + head) * total_rows + global_row] = lse;
+      continue;
+    }
+    const u32 packed[4] = {pack_half2<fa4cfg::kBf16>(acc[0], acc[1]), pack_half2<fa4cfg::kBf16>(acc[2], acc[3]),
+                           pack_half2<fa4cfg::kBf16>(acc[4], acc[5]), pack_half2<fa4cfg::kBf16>(acc[6], acc[7])};
+    st_global_v4(o_seq + token * args.o.seq_stride + head * args.o.head_stride + vec * 8, packed);
+    if (fa4cfg::kWriteLse && vec == 0) {
+      const long long index = args.cu_seqlens_q ? head * total_rows + global_row
+                                                : (static_cast<long long>(tile.batch) * args.heads_q + head) * args.seqlen_q + token;
+      args.lse[index] = lse;
+    }
+  }
+}

@@ -1,0 +1,90 @@
+// The per-block math every portable kernel shares: masking and the online softmax over mma.sync m16n8
+// accumulators (M m16 row tiles, N n8 key tiles of S, O n8 tiles of the output per thread).
+#pragma once
+
+#include "portable/ptx.cuh"
+
+namespace fa4p {
+
+// Sets S to -inf where key col > col_limit(row): keys past seqlen_k and, when causal, keys right of the
+// bottom-right diagonal (col > token + seqlen_k - seqlen_q, token = row / kGqaPack). Thread layout of an m16n8 accumulator:
+// element e sits at row lane/4 + 8 (e/2), column 2 (lane%4) + e%2.
+template <int M, int N>
+__device__ __forceinline__ void mask_block(float (&s)[M][N][4], int warp_row0, int key0, int lane,
+                                           int seqlen_k, int diag) {
+#pragma unroll
+  for (int mt = 0; mt < M; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = warp_row0 + mt * 16 + (lane >> 2) + 8 * h;
+      int limit = seqlen_k - 1;
+      if (fa4cfg::kCausal) limit = min(limit, row / fa4cfg::kGqaPack + diag);  // the row's token
+#pragma unroll
+      for (int nt = 0; nt < N; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = key0 + nt * 8 + 2 * (lane & 3) + e;
+          if (col > limit) s[mt][nt][2 * h + e] = neg_inf();
+        }
+    }
+}
+
+// Online softmax over one block, ending in P packed to 16-bit pairs. Row statistics: row_max is the raw
+// (unscaled) max the probabilities are taken against, row_sum the thread's partial sum of its columns
+// (summed over the quad at the end).
+// Lazy rescale: the max is only raised when the block max exceeds it by more than
+// 2^kRescaleThresholdLog2 in exp2 units; otherwise P may reach 2^threshold (fine in fp32 sums and in
+// bf16/fp16 P) and O needs no rescale. A warp rescales O only when one of its rows raised its max, which
+// after the first blocks is rare. A row still entirely masked keeps max -inf and uses 0 in the exponent,
+// so no -inf - -inf = NaN arises; its probabilities are 0.
+// P[mt][nt][h] holds row g + 8h, columns 2q, 2q+1 of n8 tile nt: the S accumulators of tiles 2kk and
+// 2kk+1 are exactly the A fragment of PV k16 step kk, so P never touches smem. Summing and packing right
+// after exp2 lets every fp32 probability die at once (fewer registers).
+template <int M, int N, int O>
+__device__ __forceinline__ void softmax_block(float (&s)[M][N][4], u32 (&p)[M][N][2],
+                                              float (&o)[M][O][4], float (&row_max)[M][2],
+                                              float (&row_sum)[M][2], float scale_log2) {
+  float rescale[M][2];
+  bool any_rescale = false;
+#pragma unroll
+  for (int mt = 0; mt < M; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float block_max = neg_inf();
+#pragma unroll
+      for (int nt = 0; nt < N; ++nt) block_max = fmaxf(block_max, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+      block_max = fmaxf(block_max, shfl_xor(block_max, 1));  // the 4 threads of a quad share a row
+      block_max = fmaxf(block_max, shfl_xor(block_max, 2));
+      const float old_max = row_max[mt][h];
+      // True when the first visible keys arrive (old_max = -inf); false while both are -inf (NaN).
+      const bool raise = (block_max - old_max) * scale_log2 > static_cast<float>(fa4cfg::kRescaleThresholdLog2);
+      const float max = raise ? block_max : old_max;
+      rescale[mt][h] = raise ? exp2_approx((old_max - block_max) * scale_log2) : 1.f;  // 0 from -inf
+      any_rescale |= raise;
+      row_max[mt][h] = max;
+      const float bias = max == neg_inf() ? 0.f : -max * scale_log2;
+      float pair_sum[N];
+#pragma unroll
+      for (int nt = 0; nt < N; ++nt) {
+        const float p0 = exp2_approx(fmaf(s[mt][nt][2 * h], scale_log2, bias));
+        const float p1 = exp2_approx(fmaf(s[mt][nt][2 * h + 1], scale_log2, bias));
+        pair_sum[nt] = p0 + p1;
+        p[mt][nt][h] = pack_half2<fa4cfg::kBf16>(p0, p1);
+      }
+#pragma unroll
+      for (int width = N / 2; width >= 1; width /= 2)  // pairwise: a short dependency chain
+#pragma unroll
+        for (int i = 0; i < width; ++i) pair_sum[i] += pair_sum[i + width];
+      row_sum[mt][h] = row_sum[mt][h] * rescale[mt][h] + pair_sum[0];
+    }
+  if (any_sync(any_rescale)) {  // warp-uniform branch
+#pragma unroll
+    for (int mt = 0; mt < M; ++mt)
+#pragma unroll
+      for (int ot = 0; ot < O; ++ot)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mt][ot][e] *= rescale[mt][e / 2];
+  }
+}
+
+}  // namespace fa4p

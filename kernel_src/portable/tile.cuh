@@ -1,0 +1,67 @@
+// Which tile a CTA of a portable kernel computes, and where its sequence's rows live (dense, ragged or
+// GQA-packed): shared by the prefill (flash_fwd.cuh) and decode (decode.cuh) kernels.
+#pragma once
+
+#include "common/params.h"
+#include "portable/ptx.cuh"
+
+namespace fa4p {
+
+// Which tile a CTA computes, and its sequence: m fastest so neighbouring CTAs share K/V in L2; causal
+// launches the longest rows (highest m_block) first. Per-sequence lengths and row offsets come from the
+// device arrays when the call is ragged, else from the dense shape.
+// Split-KV: with num_splits set (or in the decode kernel, whose sequences have at most two m blocks), every
+// (m block, part) is a tile; otherwise, with num_splits 0, only a sequence's first
+// m block can have parts (a sequence is cut only when its rows fit one tile), so a (head group, sequence)
+// has max_splits tiles of m block 0 and one for each further m block.
+struct Tile {
+  int m_block, group, batch, split, row0;  // row0: the tile's first packed row
+  int seqlen_q, seqlen_k;                  // this sequence's
+  long long row_base;                      // global row of token 0: the LSE and the split partials
+};
+__device__ __forceinline__ Tile tile_of(const fa4k::AttentionArgs& a, int index) {
+  const int num_m = a.num_m_blocks;
+  const int groups = a.heads_q / fa4cfg::kGqaPack;
+  const bool every_m_block_cut = a.split.num_splits > 0 || fa4cfg::kDecode;
+  const int per_head = !fa4cfg::kSplit ? num_m : every_m_block_cut ? num_m * a.max_splits : num_m + a.max_splits - 1;
+  Tile t;
+  const int i = index % per_head;
+  const int head_batch = index / per_head;
+  t.group = head_batch % groups;
+  t.batch = head_batch / groups;
+  if (!fa4cfg::kSplit) {
+    t.split = 0;
+    t.m_block = fa4cfg::kCausal ? num_m - 1 - i : i;
+  } else if (every_m_block_cut) {
+    t.split = i / num_m;
+    t.m_block = i % num_m;
+  } else {
+    t.split = i < a.max_splits ? i : 0;
+    t.m_block = i < a.max_splits ? 0 : i - a.max_splits + 1;
+  }
+  t.row0 = t.m_block * fa4cfg::kTileM;
+  if (a.cu_seqlens_q) {
+    const int first = a.cu_seqlens_q[t.batch];
+    t.seqlen_q = a.cu_seqlens_q[t.batch + 1] - first;
+    t.row_base = first;
+  } else {
+    t.seqlen_q = a.seqlen_q;
+    t.row_base = static_cast<long long>(t.batch) * a.seqlen_q;
+  }
+  t.seqlen_k = a.seqused_k     ? a.seqused_k[t.batch]
+               : a.cu_seqlens_k ? a.cu_seqlens_k[t.batch + 1] - a.cu_seqlens_k[t.batch]
+                                : a.seqlen_k;
+  return t;
+}
+
+// Token 0, head 0 of the sequence in a [batch, seq, head, dim] tensor, or in a packed ragged one.
+__device__ __forceinline__ const u16* sequence_base(const fa4k::TensorArgs& t, const int* cu_seqlens, int batch) {
+  const u16* p = static_cast<const u16*>(t.ptr);
+  return cu_seqlens ? p + static_cast<long long>(cu_seqlens[batch]) * t.seq_stride : p + batch * t.batch_stride;
+}
+
+// Packed row r of head group g: its token and q head.
+__device__ __forceinline__ int row_token(int r) { return r / fa4cfg::kGqaPack; }
+__device__ __forceinline__ int row_head(int group, int r) { return group * fa4cfg::kGqaPack + r % fa4cfg::kGqaPack; }
+
+}  // namespace fa4p
