@@ -403,11 +403,21 @@ struct Attention::Impl {
     if (key.backend != Backend::portable) key.fault = options.debug_fault;
     return key;
   }
-  KernelKey select(const Problem& problem, int arch, KernelConfig* config = nullptr) const {
+  KernelKey select(const Problem& problem, int arch) const {
     KernelConfig c = config_of(problem, Backend::automatic, arch);
-    const KernelKey key = key_for(c, arch);
-    if (config) *config = c;
-    return key;
+    return key_for(c, arch);
+  }
+  // Every kernel a problem runs, with its configuration: the decode kernel for the decode-sized sequences,
+  // the prefill kernel for the others (a mixed batch: both, each skipping the other's sequences).
+  std::vector<std::pair<KernelKey, KernelConfig>> select_all(const Problem& problem, int arch) const {
+    std::vector<std::pair<KernelKey, KernelConfig>> out;
+    for (bool decode_kernel : {true, false}) {
+      if (decode_kernel ? problem.decode_seqlen_q == 0 : problem.decode) continue;
+      KernelConfig c = config_of(problem, Backend::automatic, arch, decode_kernel);
+      const KernelKey key = key_for(c, arch);
+      out.emplace_back(key, c);
+    }
+    return out;
   }
 
   int resolve_arch(int requested) {
@@ -431,25 +441,27 @@ void Attention::run(const AttentionParams& params, CUstream stream) {
   Problem problem = validate(params);
   ContextState& ctx = impl_->context_state(validate_on_device(stream));
   problem.sm_count = ctx.device.sm_count;
-  KernelConfig config;
-  const KernelKey key = impl_->select(problem, ctx.device.arch, &config);
-  const Loaded& k = impl_->ready(ctx, key, config, &problem, stream);
-  if (!problem.split) {
-    impl_->launch(k, problem, ctx, stream);
+  // Every kernel is ready, and the workspace big enough, before anything is launched.
+  std::vector<const Loaded*> kernels;
+  const Plan* split_plan = nullptr;  // the split-KV launch whose parts the combine merges
+  for (const auto& [key, config] : impl_->select_all(problem, ctx.device.arch)) {
+    kernels.push_back(&impl_->ready(ctx, key, config, &problem, stream));
+    if (!split_plan && kernels.back()->built->plan.key.split) split_plan = &kernels.back()->built->plan;
+  }
+  if (!split_plan) {
+    for (const Loaded* k : kernels) impl_->launch(*k, problem, ctx, stream);
     return;
   }
-  // Split-KV: the parts into the workspace, then their merge into O (and the LSE). Both kernels are ready and
-  // the workspace is big enough before anything is launched.
-  const Plan& plan = k.built->plan;
-  const size_t needed = split_layout(plan, problem).bytes();
+  // Split-KV: the parts into the workspace, then their merge into O (and the LSE).
+  const size_t needed = split_layout(*split_plan, problem).bytes();
   if (params.workspace_bytes < needed)
     throw Error(ErrorCode::invalid_argument, "workspace_bytes: split-KV needs " + std::to_string(needed) +
                                                  " bytes here (Attention::workspace_size), got " +
                                                  std::to_string(params.workspace_bytes));
-  const KernelKey merge_key = combine_key(plan.key, ctx.device.arch, /*f32_states=*/true);
+  const KernelKey merge_key = combine_key(split_plan->key, ctx.device.arch, /*f32_states=*/true);
   const Loaded& merge = impl_->ready(ctx, merge_key, combine_config(merge_key), nullptr, stream);
-  impl_->launch(k, problem, ctx, stream, params.workspace);
-  enqueue_combine(merge.built->plan, split_combine_args(plan, problem, params.workspace), merge.function,
+  for (const Loaded* k : kernels) impl_->launch(*k, problem, ctx, stream, params.workspace);
+  enqueue_combine(merge.built->plan, split_combine_args(*split_plan, problem, params.workspace), merge.function,
                   ctx.device.sm_count, stream);
 }
 
@@ -463,7 +475,9 @@ size_t Attention::workspace_size(const AttentionParams& params) const {
   if (!problem.split) return 0;
   ContextState& ctx = impl_->context_state(validate_on_device(nullptr));
   problem.sm_count = ctx.device.sm_count;
-  return split_layout(make_plan(impl_->select(problem, ctx.device.arch)), problem).bytes();
+  for (const auto& selected : impl_->select_all(problem, ctx.device.arch))
+    if (selected.first.split) return split_layout(make_plan(selected.first), problem).bytes();
+  return 0;
 }
 
 void Attention::merge(const MergeParams& params, CUstream stream) {

@@ -50,7 +50,10 @@ std::string passed_over(const KernelConfig& config, int device_arch);
 // The next backend's key after `failed` for the same configuration (used when `failed` cannot load or fails
 // its self-check); the portable kernel in practice. Throws Error(unsupported) when there is none.
 KernelKey fallback_key(const KernelKey& failed, const KernelConfig& config, int device_arch);
-// The configuration a validated problem asks for.
+// The configuration of one of a validated problem's kernels: the decode kernel (decode and mixed problems)
+// or the prefill kernel (the others); without `decode_kernel`, the main one (the decode kernel of a decode
+// problem, else the prefill kernel).
+KernelConfig config_of(const Problem& problem, Backend backend, int device_arch, bool decode_kernel);
 KernelConfig config_of(const Problem& problem, Backend backend, int device_arch);
 
 bool supports(const KernelKey& key, std::string* why);

@@ -31,6 +31,10 @@ namespace {
 
 }  // namespace
 
+int64_t served_seqlen_q(const Plan& plan, const Problem& problem) {
+  return plan.key.decode ? std::min<int64_t>(problem.params.seqlen_q, problem.decode_seqlen_q) : problem.params.seqlen_q;
+}
+
 // The kernels compute row, key and tile indices in 32-bit int (kernel_src/common/params.h). The largest
 // values a problem reaches under a plan, each of which must stay at most INT_MAX:
 //  - key blocks: (seqlen_k + tile_n - 1) / tile_n (flash_fwd.cuh n_end, block_range.h total);
@@ -48,9 +52,6 @@ constexpr long long kSplitCtasPerSm = 2;
 fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   const AttentionParams& p = problem.params;
   fa4k::SplitRule r{};
-  // The prefill kernel cuts only sequences whose rows fit one tile (the grid gives parts to m block 0 only:
-  // tile.cuh); the decode kernel every decode sequence.
-  r.cut_rows = plan.key.decode ? kDecodeMaxRows : plan.tile_m;
   r.tile_n = plan.tile_n;
   if (!plan.key.split) return r;
   r.num_splits = static_cast<int>(p.num_splits);
@@ -65,15 +66,14 @@ int max_splits(const Plan& plan, const Problem& problem) {
   if (!plan.key.split) return 1;
   // The longest sequence's parts: split_parts grows with seqlen_k.
   const fa4k::SplitRule r = split_rule(plan, problem);
-  return fa4k::split_parts(r, 1, static_cast<int>(std::min<int64_t>(problem.params.seqlen_k, 0x7fffffff - r.tile_n)));
+  return fa4k::split_parts(r, plan.key.decode, static_cast<int>(std::min<int64_t>(problem.params.seqlen_k, 0x7fffffff - r.tile_n)));
 }
 
-// Work tiles of one (head group, sequence): every m block, times the parts of a split-KV kernel (with
-// num_splits 0 the prefill kernel cuts only the first m block: see tile.cuh's tile_of).
+// Work tiles of one (head group, sequence): every m block, times the parts of a split-KV kernel (tile.cuh).
 long long tiles_per_head(const Plan& plan, const Problem& problem, long long m_blocks) {
   if (!plan.key.split) return m_blocks;
   const long long splits = max_splits(plan, problem);
-  return problem.params.num_splits > 0 || plan.key.decode ? m_blocks * splits : m_blocks + splits - 1;
+  return m_blocks * splits;
 }
 
 SplitLayout split_layout(const Plan& plan, const Problem& problem) {
@@ -91,6 +91,7 @@ SplitLayout split_layout(const Plan& plan, const Problem& problem) {
 void check_index_range(const Plan& plan, const Problem& problem) {
   constexpr long long kIntMax = 0x7fffffffLL;
   const AttentionParams& p = problem.params;
+  const long long seqlen_q = served_seqlen_q(plan, problem);
   // Messages are built only on failure: run() calls this on every launch.
   auto kernel = [&] { return std::string("the ") + to_string(plan.key.backend) + " kernel"; };
   const long long tile_n = plan.tile_n;
@@ -102,21 +103,21 @@ void check_index_range(const Plan& plan, const Problem& problem) {
                               " for " + kernel() + " (it counts key blocks as (seqlen_k + " + std::to_string(tile_n - 1) +
                               ") / " + std::to_string(tile_n) + " in 32 bits), got " + std::to_string(p.seqlen_k));
   const long long max_rows = kIntMax / rows_per_cta * rows_per_cta;  // whole CTAs whose row indices fit
-  if (p.seqlen_q * pack > max_rows)
+  if (seqlen_q * pack > max_rows)
     too_large("seqlen_q", "must be at most " + std::to_string(max_rows / pack) + " for " + kernel() +
                               (pack > 1 ? " packing " + std::to_string(pack) + " q heads per tile" : std::string()) +
                               " (its 32-bit row index reaches seqlen_q * " + std::to_string(pack) + " rounded up to " +
-                              std::to_string(rows_per_cta) + " rows), got " + std::to_string(p.seqlen_q));
-  const long long rows = p.seqlen_q * pack;
+                              std::to_string(rows_per_cta) + " rows), got " + std::to_string(seqlen_q));
+  const long long rows = seqlen_q * pack;
   const long long m_blocks = (rows + rows_per_cta - 1) / rows_per_cta;
   if (p.causal) {
     const long long last_row = m_blocks * rows_per_cta - 1;
     const bool portable = plan.key.backend == Backend::portable;
     // The largest seqlen_k whose causal limit for that row fits.
-    const long long max_k = portable ? kIntMax - last_row / pack + p.seqlen_q : kIntMax - last_row / pack;
+    const long long max_k = portable ? kIntMax - last_row / pack + seqlen_q : kIntMax - last_row / pack;
     if (p.seqlen_k > max_k)
       too_large("seqlen_k", "must be at most " + std::to_string(max_k) + " with causal masking and seqlen_q " +
-                                std::to_string(p.seqlen_q) + " for " + kernel() + " (its 32-bit causal limit " +
+                                std::to_string(seqlen_q) + " for " + kernel() + " (its 32-bit causal limit " +
                                 (portable ? "token + seqlen_k - seqlen_q" : "token + seqlen_k") +
                                 " reaches that for the last padded row), got " + std::to_string(p.seqlen_k));
   }
@@ -131,11 +132,14 @@ void fill_schedule(const Plan& plan, const Problem& problem, fa4k::AttentionArgs
   const AttentionParams& p = problem.params;
   const long long pack = plan.key.gqa_pack;
   const long long rows_per_cta = static_cast<long long>(plan.tile_m) * plan.q_tiles;
-  const long long m_blocks = (p.seqlen_q * pack + rows_per_cta - 1) / rows_per_cta;
+  const long long m_blocks = (served_seqlen_q(plan, problem) * pack + rows_per_cta - 1) / rows_per_cta;
   args.num_m_blocks = static_cast<int>(m_blocks);
   args.total_tiles = static_cast<int>(tiles_per_head(plan, problem, m_blocks) * (p.heads_q / pack) * p.batch);
   args.split = split_rule(plan, problem);
   args.max_splits = max_splits(plan, problem);
+  // Which sequences this kernel serves: the decode kernel those up to decode_seqlen_q, the prefill kernel of
+  // a mixed batch the others (0: all).
+  args.decode_seqlen_q = plan.key.decode || problem.mixed ? problem.decode_seqlen_q : 0;
 }
 
 LaunchShape launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count) {
@@ -198,6 +202,10 @@ void set_lse_layout(long long rows, long long seqlen, long long heads, bool ragg
 
 }  // namespace
 
+// After split-KV a row can have up to kMaxSplits parts: 4 warps share each row's states, so enough loads
+// are in flight when one sequence alone is cut into hundreds of parts.
+constexpr int kCombineWarpsPerSplitRow = 4;
+
 fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, void* workspace) {
   const AttentionParams& p = problem.params;
   const SplitLayout layout = split_layout(plan, problem);
@@ -225,8 +233,9 @@ fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, v
   a.cu_seqlens_k = p.cu_seqlens_k;
   a.seqused_k = p.seqused_k;
   a.seqlen_k = static_cast<int>(p.seqlen_k);
-  a.pack = plan.key.gqa_pack;
+  a.decode_seqlen_q = problem.decode_seqlen_q;
   a.rule = split_rule(plan, problem);
+  a.warps_per_item = kCombineWarpsPerSplitRow;
   return a;
 }
 
@@ -238,6 +247,7 @@ fa4k::CombineArgs merge_args(const MergeProblem& problem) {
     a.state_lse[s] = p.states[s].lse;
   }
   a.n_states = static_cast<int>(p.states.size());
+  a.warps_per_item = 1;  // at most 8 states
   a.state_layout = {nullptr, p.state_stride.batch, p.state_stride.seq, p.state_stride.head};
   const bool ragged = p.cu_seqlens != nullptr;
   set_lse_layout(problem.rows, p.seqlen, p.heads, ragged, a.lse_batch_stride, a.lse_head_stride, a.lse_row_stride);
@@ -254,9 +264,9 @@ fa4k::CombineArgs merge_args(const MergeProblem& problem) {
 
 void enqueue_combine(const Plan& plan, const fa4k::CombineArgs& args, CUfunction function, int sm_count, CUstream stream) {
   const long long rows = args.cu_seqlens ? args.total_rows : static_cast<long long>(args.batch) * args.seqlen;
-  const long long warps = rows * args.heads, per_cta = plan.threads / 32;
+  const long long items = rows * args.heads, per_cta = plan.threads / 32 / args.warps_per_item;
   LaunchShape shape;
-  shape.grid[0] = static_cast<unsigned>(std::max(1LL, std::min((warps + per_cta - 1) / per_cta, 16LL * std::max(sm_count, 1))));
+  shape.grid[0] = static_cast<unsigned>(std::max(1LL, std::min((items + per_cta - 1) / per_cta, 16LL * std::max(sm_count, 1))));
   shape.block[0] = static_cast<unsigned>(plan.threads);
   void* params[] = {const_cast<fa4k::CombineArgs*>(&args)};
   const LaunchConfig config(shape, stream);

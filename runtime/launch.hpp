@@ -25,6 +25,10 @@ struct SplitLayout {
 };
 SplitLayout split_layout(const Plan& plan, const Problem& problem);
 int max_splits(const Plan& plan, const Problem& problem);
+fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem);
+// The longest seqlen_q among the sequences a plan's kernel serves: a mixed batch's decode kernel takes only
+// its decode-sized ones (Problem::decode_seqlen_q).
+int64_t served_seqlen_q(const Plan& plan, const Problem& problem);
 long long tiles_per_head(const Plan& plan, const Problem& problem, long long m_blocks);
 
 // The combine kernel that merges partial states of an attention key's output (dtype, dv, LSE): fp32 states

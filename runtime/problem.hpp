@@ -15,7 +15,12 @@ struct Problem {
   int q_heads_per_kv = 1;
   bool varlen = false;     // per-sequence lengths on the device (cu_seqlens_q/k, seqused_k)
   bool paged = false;      // K/V through a page table
-  bool split = false;      // split-KV kernel and combine (num_splits > 1, or 0 with a workspace)
+  bool decode = false;     // every sequence is decode-sized (decode_shape): the decode kernel alone
+  bool mixed = false;      // a ragged batch above that: the prefill kernel, and the decode kernel for its
+                           // decode-sized sequences (each kernel skips the other's)
+  int decode_seqlen_q = 0; // decode or mixed: the decode kernel's sequences have seqlen_q <= this
+  bool split = false;      // split-KV and the combine (num_splits > 1, or 0 with a workspace and decode
+                           // sequences)
   int64_t rows = 0;        // query rows of all sequences: total_q when ragged, else batch * seqlen_q
   int sm_count = 0;        // the device's SMs, which size split-KV (launch.cpp split_rule); set by the caller
                            // that knows the device (0: counted as 1)

@@ -58,7 +58,14 @@ bool nvrtc_has_family_targets() {
 void override_family_targets_for_testing(int has) { family_targets_override = has; }
 
 KernelKey key_for_config(const KernelConfig& config, int device_arch) {
-  if (config.backend != Backend::automatic) return key_of(backend_of(config.backend), config, device_arch);
+  if (config.backend != Backend::automatic) {
+    const KernelBackend& backend = backend_of(config.backend);
+    const KernelKey key = key_of(backend, config, device_arch);
+    if (!config.decode || supports(key, nullptr)) return key;
+    KernelConfig general = config;  // a backend without a decode kernel runs decode shapes on its general one
+    general.decode = false;
+    return key_of(backend, general, device_arch);
+  }
   for (Backend b : preference(device_arch)) {
     if (b == Backend::automatic) break;
     const KernelKey key = key_of(backend_of(b), config, device_arch);
@@ -91,6 +98,10 @@ KernelKey fallback_key(const KernelKey& failed, const KernelConfig& config, int 
 }
 
 KernelConfig config_of(const Problem& problem, Backend backend, int device_arch) {
+  return config_of(problem, backend, device_arch, problem.decode);
+}
+
+KernelConfig config_of(const Problem& problem, Backend backend, int device_arch, bool decode_kernel) {
   const AttentionParams& p = problem.params;
   KernelConfig c;
   c.dtype = p.dtype;
@@ -101,8 +112,8 @@ KernelConfig config_of(const Problem& problem, Backend backend, int device_arch)
   c.q_heads_per_kv = problem.q_heads_per_kv;
   c.varlen = problem.varlen;
   c.paged = problem.paged;
-  c.split = problem.split;
-  c.decode = decode_shape(p.seqlen_q, problem.q_heads_per_kv);
+  c.split = problem.split && (decode_kernel || p.num_splits > 1);  // num_splits 0 cuts decode sequences only
+  c.decode = decode_kernel;
   c.backend = backend;
   c.arch = device_arch;
   return c;

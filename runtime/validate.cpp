@@ -212,8 +212,15 @@ Problem validate(const AttentionParams& in) {
                            std::to_string(p.num_splits));
   if (p.workspace && reinterpret_cast<uintptr_t>(p.workspace) % 256) fail("workspace", "must be 256-byte aligned");
   if (!p.workspace && p.workspace_bytes) fail("workspace", "is null but workspace_bytes is set");
-  // A split needs the workspace; with num_splits 0 and none given, nothing is split.
-  problem.split = p.num_splits > 1 || (p.num_splits == 0 && p.workspace);
+  // Decode sequences (kDecodeMaxRows packed rows at most) run on the decode kernel. A ragged batch whose
+  // longest sequence is longer may hold some too: both kernels run, each on its own sequences, so a
+  // sequence's kernel (and its result) never depends on the rest of the batch.
+  problem.decode = decode_shape(p.seqlen_q, problem.q_heads_per_kv);
+  problem.mixed = !problem.decode && ragged_q && decode_shape(1, problem.q_heads_per_kv);
+  problem.decode_seqlen_q = problem.decode || problem.mixed ? static_cast<int>(kDecodeMaxRows / problem.q_heads_per_kv) : 0;
+  // A split needs the workspace; with num_splits 0 and none given, nothing is split, and with a workspace
+  // only decode sequences are.
+  problem.split = p.num_splits > 1 || (p.num_splits == 0 && p.workspace && problem.decode_seqlen_q > 0);
 
   if (all_zero(p.q_stride)) p.q_stride = contiguous("q_stride", q_seq, p.heads_q, p.head_dim);
   if (all_zero(p.k_stride)) p.k_stride = contiguous("k_stride", kv_seq, p.heads_kv, p.head_dim);

@@ -17,22 +17,21 @@ struct TensorArgs {
   long long head_stride;     // elements; the head dimension itself is contiguous
 };
 
-// How a split-KV kernel cuts a sequence's keys into parts (split_parts): the attention kernel, the combine
+// How a split-KV launch cuts a sequence's keys into parts (split_parts): the attention kernels, the combine
 // kernel and the host's workspace sizing all read this one rule.
 struct SplitRule {
   int num_splits;            // > 0: every sequence in exactly this many parts
-  int split_blocks;          // num_splits 0: a part has at least this many KV blocks ...
-  int max_parts;             // ... and a sequence at most this many parts (longer parts when it has more blocks)
-  int cut_rows;              // num_splits 0: only a sequence of at most this many (packed) rows is cut
-  int tile_n;                // the kernel's keys per KV block
+  int split_blocks;          // num_splits 0: a decode sequence's part has at least this many KV blocks ...
+  int max_parts;             // ... and the sequence at most this many parts (longer parts when it has more blocks)
+  int tile_n;                // the decode kernel's keys per KV block
 };
 
 // The parts of one sequence. It depends only on that sequence's own lengths (and on constants of the kernel
 // and the device), never on the rest of the batch, so a sequence's result is batch-invariant. With
-// num_splits 0 only a sequence of few rows is cut (decode).
-FA4_PARAMS_HD int split_parts(const SplitRule& r, int rows, int seqlen_k) {
+// num_splits 0 only decode sequences (few query rows: AttentionArgs::decode_seqlen_q) are cut.
+FA4_PARAMS_HD int split_parts(const SplitRule& r, bool decode_sequence, int seqlen_k) {
   if (r.num_splits > 0) return r.num_splits;
-  if (rows > r.cut_rows) return 1;
+  if (!decode_sequence) return 1;
   const int blocks = (seqlen_k + r.tile_n - 1) / r.tile_n;
   const int parts = (blocks + r.split_blocks - 1) / r.split_blocks;
   return parts < 1 ? 1 : parts < r.max_parts ? parts : r.max_parts;
@@ -66,6 +65,9 @@ struct AttentionArgs {
   int page_size_log2;        // paged kernels: page_size = 1 << page_size_log2
   int max_pages_per_seq;
   int total_q;               // ragged: rows of the packed q/o
+  // Sequences with seqlen_q <= decode_seqlen_q run on the decode kernel, the others on the prefill kernel; a
+  // ragged batch can hold both (each kernel then skips the other's). 0 when the prefill kernel runs alone.
+  int decode_seqlen_q;
 
   // Split-KV kernels: a sequence's key blocks in parts (split_parts), each part's rows written to o_partial /
   // lse_partial and merged by the combine kernel; a sequence in one part is written directly.
@@ -84,6 +86,8 @@ struct CombineArgs {
   const float* state_lse[kMaxCombinePointers];
   long long o_state_stride, lse_state_stride;  // 0: explicit pointers
   int n_states;
+  int warps_per_item;        // warps sharing one (row, head)'s states: 1, 2 or 4 (a constant per use, so the
+                             // order of the sum, and the result, never depends on the batch)
   TensorArgs state_layout;   // element strides of a state's O: batch (dense rows), seq (rows), head
   long long lse_batch_stride, lse_head_stride, lse_row_stride;  // a state's LSE
   TensorArgs o;              // the output (16-bit)
@@ -96,7 +100,7 @@ struct CombineArgs {
   int split;
   const int* cu_seqlens_k;
   const int* seqused_k;
-  int seqlen_k, pack;
+  int seqlen_k, decode_seqlen_q;
   SplitRule rule;
 };
 }  // namespace fa4k

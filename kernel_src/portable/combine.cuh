@@ -6,8 +6,10 @@
 // O is 0 and its LSE -inf. The order of the sum is fixed (s = 0, 1, ...): the result is bit-identical from
 // run to run.
 //
-// One warp per (row, head): the lanes split the head dim (kHeadDimV / 32 elements each, lane l taking
-// elements l, l + 32, ..., so each access of the warp is coalesced); every lane reads the LSEs (they are few).
+// Work: a (row, head) item is shared by warps_per_item warps (CombineArgs), each summing every
+// warps_per_item-th state, so a row cut into many parts (decode at batch 1: up to 256) has 4 warps of loads in
+// flight instead of one; the warps' sums meet in smem in a fixed order. The lanes split the head dim
+// (element l, l + 32, ... of lane l: every access of a warp is coalesced).
 #pragma once
 
 #include "common/params.h"
@@ -39,55 +41,87 @@ __device__ __forceinline__ int sequence_of(const fa4k::CombineArgs& a, long long
   return lo;
 }
 
-extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads) fa4_combine(const fa4k::CombineArgs args) {
+extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_combine(const fa4k::CombineArgs args) {
   using namespace fa4p;
-  const int lane = threadIdx.x & 31;
+  __shared__ float shares[kCombineWarps][fa4cfg::kHeadDimV];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int per_item = args.warps_per_item;
+  const int items_per_cta = kCombineWarps / per_item;
+  const int share = warp % per_item;  // this warp's states: share, share + per_item, ...
   const long long total_rows = args.cu_seqlens ? args.total_rows : static_cast<long long>(args.batch) * args.seqlen;
   const long long items = total_rows * args.heads;
-  const long long warps = static_cast<long long>(gridDim.x) * kCombineWarps;
-  for (long long item = static_cast<long long>(blockIdx.x) * kCombineWarps + (threadIdx.x >> 5); item < items; item += warps) {
-    const int head = static_cast<int>(item % args.heads);
-    const long long row = item / args.heads;  // global row: ragged, or batch * seqlen + token
-    const int seq = sequence_of(args, row);
-    const long long token = args.cu_seqlens ? row - args.cu_seqlens[seq] : row % args.seqlen;
-    // Element offsets of this row and head in the states' and the output's layouts (ragged: batch 0, the
-    // token counted from the first row of the tensor).
-    const long long batch = args.cu_seqlens ? 0 : seq, place = args.cu_seqlens ? row : token;
-    int n_states = args.n_states;
-    if (args.split) {  // only the cut sequences, each over its own parts
-      const int seqlen_q = args.cu_seqlens ? args.cu_seqlens[seq + 1] - args.cu_seqlens[seq] : args.seqlen;
-      const int seqlen_k = args.seqused_k     ? args.seqused_k[seq]
-                           : args.cu_seqlens_k ? args.cu_seqlens_k[seq + 1] - args.cu_seqlens_k[seq]
-                                               : args.seqlen_k;
-      n_states = fa4k::split_parts(args.rule, seqlen_q * args.pack, seqlen_k);
-      if (n_states <= 1) continue;
-    }
-    const long long in_o = batch * args.state_layout.batch_stride + place * args.state_layout.seq_stride +
-                           head * args.state_layout.head_stride;
-    const long long in_lse = batch * args.lse_batch_stride + head * args.lse_head_stride + place * args.lse_row_stride;
-    auto state_o = [&](int s) {
-      return args.o_state_stride ? static_cast<const char*>(args.state_o[0]) +
-                                       s * args.o_state_stride * (fa4cfg::kCombineF32States ? 4 : 2)
-                                 : static_cast<const char*>(args.state_o[s]);
-    };
-    auto state_lse = [&](int s) { return args.lse_state_stride ? args.state_lse[0] + s * args.lse_state_stride : args.state_lse[s]; };
-
-    float max_lse = neg_inf();
-    for (int s = 0; s < n_states; ++s) max_lse = fmaxf(max_lse, state_lse(s)[in_lse]);
+  // Every warp of a CTA runs the same number of rounds (the smem exchange has CTA barriers).
+  for (long long first = static_cast<long long>(blockIdx.x) * items_per_cta; first < items;
+       first += static_cast<long long>(gridDim.x) * items_per_cta) {
+    const long long item = first + warp / per_item;
     float acc[kPerLane];
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) acc[i] = 0.f;
-    float sum = 0.f;
-    if (max_lse != neg_inf()) {
-      for (int s = 0; s < n_states; ++s) {
-        const float w = exp2f((state_lse(s)[in_lse] - max_lse) * 1.4426950408889634f);  // 0 for an empty state
-        sum += w;
-        if (w == 0.f) continue;
-        const void* o = state_o(s);
+    float max_lse = neg_inf(), sum = 0.f;
+    bool merged = false;   // this item is merged here (not a row written by the split kernel itself)
+    long long batch = 0, place = 0;
+    int head = 0;
+    if (item < items) {
+      head = static_cast<int>(item % args.heads);
+      const long long row = item / args.heads;  // global row: ragged, or batch * seqlen + token
+      const int seq = sequence_of(args, row);
+      const long long token = args.cu_seqlens ? row - args.cu_seqlens[seq] : row % args.seqlen;
+      // Element offsets of this row and head in the states' and the output's layouts (ragged: batch 0, the
+      // token counted from the first row of the tensor).
+      batch = args.cu_seqlens ? 0 : seq, place = args.cu_seqlens ? row : token;
+      int n_states = args.n_states;
+      if (args.split) {  // only the cut sequences, each over its own parts
+        const int seqlen_q = args.cu_seqlens ? args.cu_seqlens[seq + 1] - args.cu_seqlens[seq] : args.seqlen;
+        const int seqlen_k = args.seqused_k     ? args.seqused_k[seq]
+                             : args.cu_seqlens_k ? args.cu_seqlens_k[seq + 1] - args.cu_seqlens_k[seq]
+                                                 : args.seqlen_k;
+        n_states = fa4k::split_parts(args.rule, seqlen_q <= args.decode_seqlen_q, seqlen_k);
+      }
+      merged = !args.split || n_states > 1;
+      if (merged) {
+        const long long in_o = batch * args.state_layout.batch_stride + place * args.state_layout.seq_stride +
+                               head * args.state_layout.head_stride;
+        const long long in_lse = batch * args.lse_batch_stride + head * args.lse_head_stride + place * args.lse_row_stride;
+        auto state_o = [&](int s) {
+          return args.o_state_stride ? static_cast<const char*>(args.state_o[0]) +
+                                           s * args.o_state_stride * (fa4cfg::kCombineF32States ? 4 : 2)
+                                     : static_cast<const char*>(args.state_o[s]);
+        };
+        auto state_lse = [&](int s) {
+          return (args.lse_state_stride ? args.state_lse[0] + s * args.lse_state_stride : args.state_lse[s])[in_lse];
+        };
+        // The max and the sum of the weights over every state (the lanes split them; a fixed butterfly order).
+        for (int s = lane; s < n_states; s += 32) max_lse = fmaxf(max_lse, state_lse(s));
+        for (int width = 16; width >= 1; width /= 2) max_lse = fmaxf(max_lse, shfl_xor(max_lse, width));
+        if (max_lse != neg_inf()) {
+          constexpr float kLog2e = 1.4426950408889634f;
+          for (int s = lane; s < n_states; s += 32) sum += exp2f((state_lse(s) - max_lse) * kLog2e);
+          for (int width = 16; width >= 1; width /= 2) sum += shfl_xor(sum, width);
+          // This warp's share of the states. An empty state (weight 0) adds nothing, even if its O is not finite.
+#pragma unroll 4
+          for (int s = share; s < n_states; s += per_item) {
+            const float w = exp2f((state_lse(s) - max_lse) * kLog2e);
+            const void* o = state_o(s);
 #pragma unroll
-        for (int i = 0; i < kPerLane; ++i) acc[i] += w * load_state(o, in_o + lane + 32 * i);
+            for (int i = 0; i < kPerLane; ++i) {
+              const float x = load_state(o, in_o + lane + 32 * i);
+              acc[i] = w > 0.f ? fmaf(w, x, acc[i]) : acc[i];
+            }
+          }
+        }
       }
     }
+    if (per_item > 1) {  // the shares meet in the item's first warp, in share order
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) shares[warp][lane + 32 * i] = acc[i];
+      __syncthreads();
+      if (share == 0)
+        for (int p = 1; p < per_item; ++p)
+#pragma unroll
+          for (int i = 0; i < kPerLane; ++i) acc[i] += shares[warp + p][lane + 32 * i];
+      __syncthreads();
+    }
+    if (!merged || share != 0) continue;
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
     u16* out = static_cast<u16*>(args.o.ptr) + batch * args.o.batch_stride + place * args.o.seq_stride + head * args.o.head_stride;
 #pragma unroll

@@ -92,6 +92,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
   const int lane = tid & 31;
   const int warp = tid >> 5;
   const Tile tile = tile_of(args, blockIdx.x);
+  if (tile.seqlen_q > args.decode_seqlen_q) return;  // a longer sequence of a ragged batch: the prefill kernel's
   const int rows = tile.seqlen_q * kPack;  // packed rows of this sequence
   const int seqlen_k = tile.seqlen_k;
   const int row0 = tile.row0;
@@ -104,7 +105,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
   int n_begin = 0, n_end = n_total;
   bool partial = false;  // a part of a cut sequence: normalised fp32 O and LSE to the workspace
   if (fa4cfg::kSplit) {
-    const int parts = fa4k::split_parts(args.split, rows, seqlen_k);
+    const int parts = fa4k::split_parts(args.split, true, seqlen_k);
     if (tile.split >= parts) return;
     n_begin = static_cast<int>(static_cast<long long>(n_total) * tile.split / parts);
     n_end = static_cast<int>(static_cast<long long>(n_total) * (tile.split + 1) / parts);

@@ -134,7 +134,7 @@ __device__ __forceinline__ void finish_tile(const fa4k::AttentionArgs& args, con
   const long long total_rows = args.cu_seqlens_q ? args.total_q : static_cast<long long>(args.batch) * args.seqlen_q;
   // A part of a cut sequence goes to the workspace; a sequence in one part is written as without split-KV.
   const bool partial =
-      fa4cfg::kSplit && fa4k::split_parts(args.split, rows, tile.seqlen_k) > 1;
+      fa4cfg::kSplit && fa4k::split_parts(args.split, false, tile.seqlen_k) > 1;
   const u32 o_lane = SwzV::offset(warp * kRowsPerWarp + (lane >> 2), 0);
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
@@ -214,6 +214,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_f
   const int seqlen_k = tile.seqlen_k;
   const int row0 = tile.row0;
   if (row0 >= rows) return;  // a shorter sequence of a ragged batch: no rows here
+  if (tile.seqlen_q <= args.decode_seqlen_q) return;  // a decode sequence of a ragged batch: the decode kernel's
   const int diag = seqlen_k - tile.seqlen_q;  // token t sees keys c <= t + diag (causal)
 
   // KV blocks [n_begin, n_end): all of them, or for causal those left of the tile's last token's diagonal;
@@ -226,7 +227,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_f
   }
   int n_begin = 0;
   if (fa4cfg::kSplit) {  // part `split` of `parts` equal shares of the key blocks (an empty share writes -inf)
-    const int parts = fa4k::split_parts(args.split, rows, seqlen_k);
+    const int parts = fa4k::split_parts(args.split, false, seqlen_k);
     if (tile.split >= parts) return;
     n_begin = static_cast<int>(static_cast<long long>(n_total) * tile.split / parts);
     n_end = min(n_end, static_cast<int>(static_cast<long long>(n_total) * (tile.split + 1) / parts));

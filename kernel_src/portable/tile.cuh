@@ -10,10 +10,7 @@ namespace fa4p {
 // Which tile a CTA computes, and its sequence: m fastest so neighbouring CTAs share K/V in L2; causal
 // launches the longest rows (highest m_block) first. Per-sequence lengths and row offsets come from the
 // device arrays when the call is ragged, else from the dense shape.
-// Split-KV: with num_splits set (or in the decode kernel, whose sequences have at most two m blocks), every
-// (m block, part) is a tile; otherwise, with num_splits 0, only a sequence's first
-// m block can have parts (a sequence is cut only when its rows fit one tile), so a (head group, sequence)
-// has max_splits tiles of m block 0 and one for each further m block.
+// Split-KV: every (m block, part) is a tile (a sequence with fewer parts than the grid's skips the rest).
 struct Tile {
   int m_block, group, batch, split, row0;  // row0: the tile's first packed row
   int seqlen_q, seqlen_k;                  // this sequence's
@@ -22,23 +19,15 @@ struct Tile {
 __device__ __forceinline__ Tile tile_of(const fa4k::AttentionArgs& a, int index) {
   const int num_m = a.num_m_blocks;
   const int groups = a.heads_q / fa4cfg::kGqaPack;
-  const bool every_m_block_cut = a.split.num_splits > 0 || fa4cfg::kDecode;
-  const int per_head = !fa4cfg::kSplit ? num_m : every_m_block_cut ? num_m * a.max_splits : num_m + a.max_splits - 1;
+  const int per_head = fa4cfg::kSplit ? num_m * a.max_splits : num_m;
   Tile t;
   const int i = index % per_head;
   const int head_batch = index / per_head;
   t.group = head_batch % groups;
   t.batch = head_batch / groups;
-  if (!fa4cfg::kSplit) {
-    t.split = 0;
-    t.m_block = fa4cfg::kCausal ? num_m - 1 - i : i;
-  } else if (every_m_block_cut) {
-    t.split = i / num_m;
-    t.m_block = i % num_m;
-  } else {
-    t.split = i < a.max_splits ? i : 0;
-    t.m_block = i < a.max_splits ? 0 : i - a.max_splits + 1;
-  }
+  t.split = fa4cfg::kSplit ? i / num_m : 0;
+  const int m = fa4cfg::kSplit ? i % num_m : i;
+  t.m_block = fa4cfg::kCausal ? num_m - 1 - m : m;
   t.row0 = t.m_block * fa4cfg::kTileM;
   if (a.cu_seqlens_q) {
     const int first = a.cu_seqlens_q[t.batch];

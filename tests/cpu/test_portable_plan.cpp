@@ -231,7 +231,7 @@ TEST(PortablePlan, DecodePlansFitEveryArch) {
 
 // Split-KV's rule (params.h split_parts, launch.cpp split_rule): explicit parts as asked; with num_splits 0
 // parts of at least split_blocks blocks, at most enough parts per sequence for kSplitCtasPerSm CTAs on every
-// SM across the head groups, and only decode sequences are cut. A sequence's parts do not depend on the batch.
+// SM across the head groups, and only decode sequences are cut; every (m block, part) is a tile. A sequence's parts do not depend on the batch.
 TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   KernelKey key = portable_key(128, 128);
   key.decode = true, key.gqa_pack = 4, key.split = true;
@@ -243,6 +243,8 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   problem.params.heads_kv = 8;
   problem.params.head_dim = problem.params.head_dim_v = 128;
   problem.q_heads_per_kv = 4;
+  problem.decode = true;
+  problem.decode_seqlen_q = kDecodeMaxRows / 4;
   problem.split = true;
   problem.sm_count = 132;
   auto parts = [&](int seqlen_k, int batch) {
@@ -250,7 +252,7 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
     problem.params.seqlen_k = 131072;
     fa4k::AttentionArgs args{};
     fill_schedule(plan, problem, args);
-    return fa4k::split_parts(args.split, 4, seqlen_k);
+    return fa4k::split_parts(args.split, true, seqlen_k);
   };
   const int block = plan.tile_n, min_part = plan.split_blocks * block;
   EXPECT_EQ(parts(0, 1), 1);
@@ -262,11 +264,12 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   EXPECT_EQ(parts(8192, 256), parts(8192, 1)) << "batch-invariant";
   problem.params.num_splits = 5;
   EXPECT_EQ(parts(100, 1), 5);
-  // A prefill tile (more rows than the decode kernel takes) is not cut with num_splits 0.
+  // A sequence longer than the decode class (in a mixed batch) is not cut with num_splits 0.
   problem.params.num_splits = 0;
   fa4k::AttentionArgs args{};
   fill_schedule(plan, problem, args);
-  EXPECT_EQ(fa4k::split_parts(args.split, kDecodeMaxRows + 1, 131072), 1);
+  EXPECT_EQ(fa4k::split_parts(args.split, false, 131072), 1);
+  EXPECT_EQ(args.decode_seqlen_q, 8);
   // Every (m block, part) of a decode sequence is a tile.
   problem.params.seqlen_q = 8;  // 32 packed rows: two m blocks
   problem.params.batch = 3;

@@ -251,12 +251,14 @@ TEST(Validate, IndexLimitsAreExact) {
 
     p = big_params(s);  // causal: the last padded row's limit
     p.causal = true;
-    p.seqlen_q = 1;  // one token, a whole CTA of padding rows
-    const int64_t last_row = (pack + rows_per_cta - 1) / rows_per_cta * rows_per_cta - 1;
-    p.seqlen_k = s.backend == Backend::portable ? kIntMax - last_row / pack + 1 : kIntMax - last_row / pack;
-    p.seqlen_k = std::min(p.seqlen_k, kIntMax - plan.tile_n + 1);
+    p.seqlen_q = 1;  // one token, a whole CTA of padding rows (a decode shape: the decode kernel's plan)
+    const Plan one = plan_for(s, validate(p));
+    const int64_t one_pack = one.key.gqa_pack, one_rows_per_cta = int64_t{one.tile_m} * one.q_tiles;
+    const int64_t last_row = (one_pack + one_rows_per_cta - 1) / one_rows_per_cta * one_rows_per_cta - 1;
+    p.seqlen_k = s.backend == Backend::portable ? kIntMax - last_row / one_pack + 1 : kIntMax - last_row / one_pack;
+    p.seqlen_k = std::min(p.seqlen_k, kIntMax - one.tile_n + 1);
     EXPECT_TRUE(schedules(s, p));
-    if (p.seqlen_k < kIntMax - plan.tile_n + 1) {
+    if (p.seqlen_k < kIntMax - one.tile_n + 1) {
       p.seqlen_k += 1;
       EXPECT_FALSE(schedules(s, p));
     }

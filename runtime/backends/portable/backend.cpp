@@ -20,7 +20,7 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kMinTileM = 64;           // 4 warps of 16 rows (the smallest tile of any head dim)
 constexpr int kSplitBlocks = 8;         // split-KV, num_splits 0: KV blocks per part of a decode sequence
-constexpr int kCombineThreads = 128;    // combine: 4 warps, one (row, head) each
+constexpr int kCombineThreads = 128;    // combine: 4 warps, 1 to 4 of them per (row, head)
 constexpr int kKvStages = 2;
 constexpr int kSmemLimit = 99 * 1024;   // max dynamic smem per block on sm_86/89/120 (sm_80/90: more)
 constexpr int kMaxORegisters = 128;     // fp32 O accumulator registers per thread
@@ -98,14 +98,15 @@ bool PortableBackend::supports(const KernelKey& key, std::string* why) const {
   return true;
 }
 
-// The combine kernel: one warp per (row, head), a grid-stride loop (launch_combine sizes the grid).
+// The combine kernel: 1 to 4 warps per (row, head) (CombineArgs::warps_per_item), a grid-stride loop
+// (enqueue_combine sizes the grid).
 Plan combine_plan(const KernelKey& key) {
   Plan plan;
   plan.key = key;
   plan.kernel_name = "fa4_combine";
   plan.source = "portable/combine.cuh";
   plan.threads = kCombineThreads;
-  plan.roles = {{"Merge", 0, kCombineThreads / 32, 0, "one warp per (row, head): max of the LSEs, weighted sum of the states"}};
+  plan.roles = {{"Merge", 0, kCombineThreads / 32, 0, "1 to 4 warps per (row, head): max of the LSEs, weighted sum of the states"}};
   return plan;
 }
 
