@@ -142,13 +142,13 @@ FA4_API int fa4_run(fa4_attention* handle, const fa4_params* params, void* strea
 FA4_API int fa4_prewarm(fa4_attention* handle, const fa4_config* configs, int32_t count, int32_t* failures);
 /* fa4_run with serving shapes: ragged batches, seqused_k, a paged KV cache, split-KV (fa4_serving). serving
  * NULL is a dense call, the same as fa4_run. Every host-side value is checked before anything is launched
- * (FA4_ERR_INVALID_ARGUMENT naming the field: cu_seqlens_q without total_q, a page_size that is not a power
+ * (FA4_ERR_INVALID_ARGUMENT naming the field: total_q without cu_seqlens_q, a page_size that is not a power
  * of two from 16 to 256, a workspace that is misaligned or shorter than fa4_workspace_size, ...). */
 FA4_API int fa4_run_serving(fa4_attention* handle, const fa4_params* params, const fa4_serving* serving, void* stream);
 /* *out receives the workspace bytes fa4_run_serving needs for these parameters (0: none); serving may be
  * NULL. With num_splits 0 and no workspace it is the size a workspace must have to be used. Checks the same
- * rules as fa4_run_serving (a short workspace apart) and needs a current context (it reads the device), but
- * launches nothing; *out is 0 on failure. Size it once for the largest batch and lengths served. */
+ * rules as fa4_run_serving (a short workspace apart) and needs a current context (the size depends on its
+ * device), but launches nothing; *out is 0 on failure. Size it once for the largest batch and lengths. */
 FA4_API int fa4_workspace_size(fa4_attention* handle, const fa4_params* params, const fa4_serving* serving, size_t* out);
 /* Merges partial attention states into one: LSE = log sum_s exp(LSE_s), O = sum_s exp(LSE_s - LSE) O_s
  * (cascade or shared-prefix attention, context parallelism). Asynchronous on stream. */
