@@ -1,6 +1,6 @@
 // Decode speed: K+V bytes read per second (GB/s) for seqlen_q 1..4 against a long cache, dense and paged
 // (page 64), with num_splits 0 (the library decides) and a workspace. The peers (cuDNN, PyTorch flash,
-// FA4-cute) run from Python; bench_attention.py times them. Here, what fa4rt itself reaches, per shape.
+// FA4-cute) run from Python; bench_decode.py times them next to fa4rt. Here, what fa4rt itself reaches.
 //
 //   bench_decode [--iters N] [--splits 0,8,...] [--pages 16,64,256]
 //

@@ -21,7 +21,8 @@ if(leaked_count)
   string(REPLACE ";" "\n  " first "${first}")
   string(APPEND problems "${leaked_count} internal symbols exported, e.g.\n  ${first}\n")
 endif()
-foreach(required fa4_create fa4_run fa4_prewarm fa4_version "fa4::Attention::run" "fa4::version()"
+foreach(required fa4_create fa4_run fa4_prewarm fa4_version fa4_run_serving fa4_workspace_size fa4_merge fa4_prewarm_ex
+                 "fa4::Attention::run" "fa4::version()"
                  "typeinfo for fa4::Error")
   string(FIND "${symbols}" "${required}" at)
   if(at EQUAL -1)

@@ -3,9 +3,9 @@
 # build/ was built elsewhere and carried over (nothing is rebuilt here). Every stage is independent (one
 # failing does not stop the rest) and time-limited; logs and results are collected under $OUT.
 #
-#   tools/gpu_session.sh [STAGE...]      stages (run in this order): info tests selftest oracle overhead decode
-#                                        attention compile; groups: all (default), bench = overhead decode
-#                                        attention compile
+#   tools/gpu_session.sh [STAGE...]      stages (run in this order): info tests selftest oracle serving overhead
+#                                        decode decode-peers attention compile; groups: all (default), bench =
+#                                        overhead decode decode-peers attention compile
 # Environment:
 #   OUT                    where results go (default ./gpu-out); at most 8 files come back from there:
 #                          summary.txt, selftest.md, emulated.txt, bench_attention.{md,json}, bench_compile.json,
@@ -36,14 +36,14 @@ fi
 export FA4_COMMIT
 
 # Stage selection.
-ALL_STAGES="info tests selftest oracle overhead decode attention compile"
+ALL_STAGES="info tests selftest oracle serving overhead decode decode-peers attention compile"
 selected=""
 [ $# -eq 0 ] && set -- all
 for arg in "$@"; do
   case "$arg" in
     all) selected="$selected $ALL_STAGES" ;;
-    bench) selected="$selected overhead decode attention compile" ;;
-    info|tests|selftest|oracle|overhead|decode|attention|compile) selected="$selected $arg" ;;
+    bench) selected="$selected overhead decode decode-peers attention compile" ;;
+    info|tests|selftest|oracle|serving|overhead|decode|decode-peers|attention|compile) selected="$selected $arg" ;;
     -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown stage '$arg' (stages: $ALL_STAGES; groups: all, bench)"; exit 2 ;;
   esac
@@ -138,12 +138,20 @@ if wanted oracle; then
   run_stage oracle 120 25 "passed|SKIPPED" python3 tests/python/test_oracle.py
 fi
 
+if wanted serving; then
+  run_stage serving 150 30 "passed|SKIPPED" python3 tests/python/test_serving.py
+fi
+
 if wanted overhead; then
   run_stage overhead 60 8 "^RESULT|SKIPPED" "$BUILD/bench_overhead"
 fi
 
 if wanted decode; then
   run_stage decode 90 16 "^RESULT|SKIPPED" "$BUILD/bench_decode"
+fi
+
+if wanted decode-peers; then
+  run_stage decode-peers 240 20 "page 64|SKIPPED" python3 bench/bench_decode.py --quick
 fi
 
 if wanted attention; then

@@ -5,6 +5,9 @@
     attn.prewarm([fa4rt.config("bf16", 128, causal=True)])
     out = attn.run(q, k, v, causal=True)        # q [b, s_q, h_q, d], k/v [b, s_k, h_kv, d(v)]
     out, lse = attn.run(q, k, v, return_lse=True)
+    out = attn.run(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)              # ragged: q [total_q, h_q, d]
+    out = attn.run(q, k_cache, v_cache, page_table=table, seqused_k=lengths)   # paged: k/v [pages, page_size, h_kv, d]
+    out = attn.merge([(o1, lse1), (o2, lse2)])   # partial states over disjoint keys
 
 libfa4rt is looked up (library_path()) at $FA4_LIB (or $FA4RT_LIB), then beside this package (a libfa4rt.so
 copied into it before `pip install`), then in the build/ directory of the source tree holding this package,
@@ -87,6 +90,62 @@ class _Config(ctypes.Structure):  # fa4_config
     ]
 
 
+class _Versioned(ctypes.Structure):
+    """A struct of fa4.h that begins with struct_size: constructed with it set to this layout's size."""
+
+    def __init__(self, **fields):
+        super().__init__(struct_size=ctypes.sizeof(self), **fields)
+
+
+class _Serving(_Versioned):  # fa4_serving
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("cu_seqlens_q", ctypes.c_void_p),
+        ("total_q", ctypes.c_int64),
+        ("cu_seqlens_k", ctypes.c_void_p),
+        ("total_k", ctypes.c_int64),
+        ("seqused_k", ctypes.c_void_p),
+        ("page_table", ctypes.c_void_p),
+        ("page_size", ctypes.c_int64),
+        ("num_pages", ctypes.c_int64),
+        ("max_pages_per_seq", ctypes.c_int64),
+        ("num_splits", ctypes.c_int32),
+        ("workspace", ctypes.c_void_p),
+        ("workspace_bytes", ctypes.c_size_t),
+    ]
+
+
+class _ConfigEx(_Versioned):  # fa4_config_ex
+    _fields_ = [("struct_size", ctypes.c_uint32)] + _Config._fields_ + [
+        ("varlen", ctypes.c_int32),
+        ("paged", ctypes.c_int32),
+        ("split", ctypes.c_int32),
+    ]
+
+
+class _MergeState(ctypes.Structure):  # fa4_merge_state
+    _fields_ = [("o", ctypes.c_void_p), ("lse", ctypes.c_void_p)]
+
+
+class _MergeParams(_Versioned):  # fa4_merge_params
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("num_states", ctypes.c_int32),
+        ("states", ctypes.POINTER(_MergeState)),
+        ("state_stride", ctypes.c_int64 * 3),
+        ("o", ctypes.c_void_p),
+        ("o_stride", ctypes.c_int64 * 3),
+        ("lse", ctypes.c_void_p),
+        ("batch", ctypes.c_int64),
+        ("seqlen", ctypes.c_int64),
+        ("heads", ctypes.c_int64),
+        ("head_dim_v", ctypes.c_int64),
+        ("cu_seqlens", ctypes.c_void_p),
+        ("total", ctypes.c_int64),
+        ("dtype", ctypes.c_int32),
+    ]
+
+
 def library_path():
     """Where load_library() loads libfa4rt from: a path, or the bare SONAME for the system loader."""
     for variable in ("FA4_LIB", "FA4RT_LIB"):
@@ -129,6 +188,15 @@ def load_library():
     lib.fa4_run.restype = ctypes.c_int
     lib.fa4_prewarm.argtypes = [handle_p, ctypes.POINTER(_Config), ctypes.c_int32, ctypes.POINTER(ctypes.c_int32)]
     lib.fa4_prewarm.restype = ctypes.c_int
+    lib.fa4_run_serving.argtypes = [handle_p, ctypes.POINTER(_Params), ctypes.POINTER(_Serving), ctypes.c_void_p]
+    lib.fa4_run_serving.restype = ctypes.c_int
+    lib.fa4_workspace_size.argtypes = [handle_p, ctypes.POINTER(_Params), ctypes.POINTER(_Serving),
+                                       ctypes.POINTER(ctypes.c_size_t)]
+    lib.fa4_workspace_size.restype = ctypes.c_int
+    lib.fa4_merge.argtypes = [handle_p, ctypes.POINTER(_MergeParams), ctypes.c_void_p]
+    lib.fa4_merge.restype = ctypes.c_int
+    lib.fa4_prewarm_ex.argtypes = [handle_p, ctypes.POINTER(_ConfigEx), ctypes.c_int32, ctypes.POINTER(ctypes.c_int32)]
+    lib.fa4_prewarm_ex.restype = ctypes.c_int
     lib.fa4_last_error.argtypes = []
     lib.fa4_last_error.restype = ctypes.c_char_p
     lib.fa4_version.argtypes = []
@@ -185,24 +253,169 @@ def _dtype_code(dtype):
     raise _invalid("dtype %s: must be torch.bfloat16 or torch.float16" % dtype)
 
 
-def config(dtype, head_dim, head_dim_v=0, causal=False, lse=False, q_heads_per_kv=1, arch=0):
-    """A prewarm configuration (fa4_config). arch 0 means the current device."""
+def config(dtype, head_dim, head_dim_v=0, causal=False, lse=False, q_heads_per_kv=1, arch=0, varlen=False,
+           paged=False, split=False):
+    """A prewarm configuration (fa4_config_ex). arch 0 means the current device. The serving flags: varlen
+    (cu_seqlens_q/k or seqused_k given), paged (page_table given), split (split-KV: num_splits > 1, or 0
+    with a workspace)."""
     return dict(dtype=dtype, head_dim=head_dim, head_dim_v=head_dim_v, causal=causal, lse=lse,
-                q_heads_per_kv=q_heads_per_kv, arch=arch)
+                q_heads_per_kv=q_heads_per_kv, arch=arch, varlen=varlen, paged=paged, split=split)
 
 
-def config_for(q, k, v, causal=False, return_lse=False):
-    """The configuration run(q, k, v, causal=..., return_lse=...) selects, for prewarm."""
-    return config(q.dtype, q.shape[3], v.shape[3], causal, return_lse, q.shape[2] // max(k.shape[2], 1))
+def config_for(q, k, v, causal=False, return_lse=False, varlen=False, paged=False, split=False):
+    """The configuration run(q, k, v, causal=..., return_lse=...) selects, for prewarm (the serving flags as
+    in config())."""
+    return config(q.dtype, q.shape[-1], v.shape[-1], causal, return_lse, q.shape[-2] // max(k.shape[-2], 1),
+                  varlen=varlen, paged=paged, split=split)
 
 
-def _strides(name, t):
-    """Element strides (batch, seq, head) of a [b, s, h, d] tensor whose last dim is contiguous."""
-    if t.dim() != 4:
-        raise _invalid("%s: must be a 4-D [batch, seq, heads, dim] tensor, got shape %s" % (name, tuple(t.shape)))
-    if t.stride(3) != 1 and t.shape[3] != 1:
+def _strides(name, t, ragged=False):
+    """Element strides (batch, seq, head) of a [b, s, h, d] tensor, or of a ragged [total, h, d] one (its
+    batch stride unused); the last dim must be contiguous."""
+    if t.dim() != (3 if ragged else 4):
+        shape = "3-D [total, heads, dim] tensor (ragged)" if ragged else "4-D [batch, seq, heads, dim] tensor"
+        raise _invalid("%s: must be a %s, got shape %s" % (name, shape, tuple(t.shape)))
+    if t.stride(-1) != 1 and t.shape[-1] != 1:
         raise _invalid("%s: the last (dim) axis must be contiguous, got strides %s" % (name, t.stride()))
-    return (ctypes.c_int64 * 3)(t.stride(0), t.stride(1), t.stride(2))
+    return (ctypes.c_int64 * 3)(*(((0,) + t.stride()[:2]) if ragged else t.stride()[:3]))
+
+
+def _describe(t):
+    shape = getattr(t, "shape", None)
+    return "%s %s on %s" % (tuple(shape), t.dtype, t.device) if shape is not None else repr(t)
+
+
+def _cuda_tensor(torch, name, t, like):
+    """t is a CUDA tensor with like's dtype and device."""
+    if not isinstance(t, torch.Tensor) or not t.is_cuda:
+        raise _invalid("%s: must be a CUDA torch.Tensor, got %s" % (name, _describe(t)))
+    if t.dtype != like.dtype or t.device != like.device:
+        raise _invalid("%s: dtype %s on %s, must match %s on %s" % (name, t.dtype, t.device, like.dtype, like.device))
+
+
+def _indices(torch, name, t, dims, device):
+    """A serving index tensor (cu_seqlens, seqused_k, page_table): contiguous int32 of `dims` dims on `device`."""
+    if t is None:
+        return None
+    if (not isinstance(t, torch.Tensor) or t.dtype != torch.int32 or t.device != device or t.dim() != dims
+            or not t.is_contiguous()):
+        raise _invalid("%s: must be a contiguous %d-D torch.int32 tensor on %s, got %s" % (name, dims, device, _describe(t)))
+    return t
+
+
+def _longest(cu_seqlens):
+    """The longest sequence of a cu_seqlens tensor (at least 1). Reads the device: synchronises."""
+    lengths = cu_seqlens[1:] - cu_seqlens[:-1]
+    return max(int(lengths.max()), 1) if lengths.numel() else 1
+
+
+def _ptr(t):
+    return None if t is None else t.data_ptr()
+
+
+def _stream(torch, stream, device):
+    """The torch stream to launch on: `device`'s current one (None), a torch.cuda.Stream, or a raw CUstream."""
+    if stream is None:
+        return torch.cuda.current_stream(device)
+    if hasattr(stream, "cuda_stream"):
+        return stream
+    return torch.cuda.ExternalStream(int(stream), device=device)
+
+
+# run() allocates a workspace itself, when given none, for num_splits > 1, and for num_splits 0 only when every
+# sequence is decode-length: at most this many packed query rows (seqlen_q * heads_q / heads_kv), which fit any
+# kernel's tile, so the library may cut them. A num_splits 0 workspace is sized for every query row of the
+# call, so a prefill's would take gigabytes and cut nothing.
+_AUTO_SPLIT_ROWS = 64
+
+
+class _Call:
+    """One call's fa4_params and fa4_serving, built from its tensors. Checks what only the tensors show
+    (ranks, dtypes, devices, sizes that must agree) and leaves every other rule to the library."""
+
+    def __init__(self, torch, q, k, v, out=None, causal=False, softmax_scale=None, return_lse=False,
+                 cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqused_k=None,
+                 page_table=None, num_splits=0):
+        _cuda_tensor(torch, "q", q, q)
+        _cuda_tensor(torch, "k", k, q)
+        _cuda_tensor(torch, "v", v, q)
+        device = q.device
+        ragged_q, paged = cu_seqlens_q is not None, page_table is not None
+        ragged_k = cu_seqlens_k is not None and not paged
+        cu_q = _indices(torch, "cu_seqlens_q", cu_seqlens_q, 1, device)
+        cu_k = _indices(torch, "cu_seqlens_k", cu_seqlens_k, 1, device)
+        used = _indices(torch, "seqused_k", seqused_k, 1, device)
+        table = _indices(torch, "page_table", page_table, 2, device)
+
+        p, s = _Params(), _Serving()
+        p.q_stride, p.k_stride, p.v_stride = _strides("q", q, ragged_q), _strides("k", k, ragged_k), _strides("v", v, ragged_k)
+        if tuple(k.shape[:-1]) != tuple(v.shape[:-1]):
+            raise _invalid("v.shape[:-1] %s: must equal k.shape[:-1] %s" % (tuple(v.shape[:-1]), tuple(k.shape[:-1])))
+        hq, d, hkv, dv = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
+        if k.shape[-1] != d:
+            raise _invalid("k head dim %d: must equal q head dim %d" % (k.shape[-1], d))
+
+        batch = cu_q.numel() - 1 if ragged_q else q.shape[0]
+        for name, n in (("cu_seqlens_k", None if cu_k is None else cu_k.numel() - 1),
+                        ("seqused_k", None if used is None else used.numel()),
+                        ("page_table", None if table is None else table.shape[0]),
+                        ("k", None if ragged_k or paged else k.shape[0])):
+            if n is not None and n != batch:
+                raise _invalid("%s: holds %d sequences, q holds %d" % (name, n, batch))
+        if ragged_q:
+            seqlen_q = _longest(cu_q) if max_seqlen_q is None else _int32("max_seqlen_q", max_seqlen_q)
+        elif max_seqlen_q is not None:
+            raise _invalid("max_seqlen_q: only with cu_seqlens_q (a dense q's length is q.shape[1])")
+        else:
+            seqlen_q = q.shape[1]
+        if paged:  # default: the page-table row's capacity
+            seqlen_k = table.shape[1] * k.shape[1] if max_seqlen_k is None else _int32("max_seqlen_k", max_seqlen_k)
+        elif ragged_k:
+            seqlen_k = _longest(cu_k) if max_seqlen_k is None else _int32("max_seqlen_k", max_seqlen_k)
+        elif max_seqlen_k is not None:
+            raise _invalid("max_seqlen_k: only with cu_seqlens_k or page_table (a dense k's length is k.shape[1])")
+        else:
+            seqlen_k = k.shape[1]
+
+        out_shape = (q.shape[0], hq, dv) if ragged_q else (batch, seqlen_q, hq, dv)
+        if out is None:
+            out = torch.empty(out_shape, dtype=q.dtype, device=device)
+        elif tuple(getattr(out, "shape", ())) != out_shape or out.dtype != q.dtype or out.device != device:
+            raise _invalid("out: must be %s %s on %s, got %s" % (out_shape, q.dtype, device, _describe(out)))
+        p.o_stride = _strides("out", out, ragged_q)
+        lse_shape = (hq, q.shape[0]) if ragged_q else (batch, hq, seqlen_q)
+        lse = torch.empty(lse_shape, dtype=torch.float32, device=device) if return_lse else None
+
+        p.q, p.k, p.v, p.o, p.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), _ptr(lse)
+        p.return_lse = int(bool(return_lse))
+        p.batch, p.seqlen_q, p.seqlen_k = batch, seqlen_q, seqlen_k
+        p.heads_q, p.heads_kv, p.head_dim, p.head_dim_v = hq, hkv, d, dv
+        p.dtype = _dtype_code(q.dtype)
+        p.causal = int(bool(causal))
+        p.softmax_scale = 0.0 if softmax_scale is None else float(softmax_scale)
+        if softmax_scale is not None and p.softmax_scale == 0.0:
+            raise _invalid("softmax_scale: must be nonzero (None means 1/sqrt(head_dim))")
+        s.cu_seqlens_q, s.cu_seqlens_k, s.seqused_k, s.page_table = _ptr(cu_q), _ptr(cu_k), _ptr(used), _ptr(table)
+        s.total_q = q.shape[0] if ragged_q else 0
+        s.total_k = k.shape[0] if ragged_k else 0
+        if paged:
+            s.num_pages, s.page_size, s.max_pages_per_seq = k.shape[0], k.shape[1], table.shape[1]
+        s.num_splits = _int32("num_splits", num_splits)
+        self.params, self.serving, self.out, self.lse, self.device = p, s, out, lse, device
+        self.decode = seqlen_q * (hq // max(hkv, 1)) <= _AUTO_SPLIT_ROWS
+
+    def wants_workspace(self):
+        """Whether run() allocates a workspace when given none (_AUTO_SPLIT_ROWS)."""
+        return self.serving.num_splits > 1 or (self.serving.num_splits == 0 and self.decode)
+
+    def use_workspace(self, torch, workspace):
+        if workspace is None:
+            return
+        if not isinstance(workspace, torch.Tensor) or workspace.device != self.device or not workspace.is_contiguous():
+            raise _invalid("workspace: must be a contiguous torch.Tensor on %s, got %s" % (self.device, _describe(workspace)))
+        self.serving.workspace = workspace.data_ptr()
+        self.serving.workspace_bytes = workspace.numel() * workspace.element_size()
+        self.workspace = workspace  # alive until the launch
 
 
 class Attention:
@@ -240,9 +453,10 @@ class Attention:
     def prewarm(self, configs):
         """Compiles the configurations (dicts from config() / config_for()); raises Fa4Error if any fails."""
         handle = self._live()
-        array = (_Config * len(configs))()
+        array = (_ConfigEx * len(configs))()
         for i, (slot, c) in enumerate(zip(array, configs)):
             field = "configs[%d]." % i
+            slot.struct_size = ctypes.sizeof(_ConfigEx)
             slot.dtype = _dtype_code(c["dtype"])
             slot.head_dim = _int32(field + "head_dim", c["head_dim"])
             slot.head_dim_v = _int32(field + "head_dim_v", c.get("head_dim_v", 0))
@@ -250,56 +464,113 @@ class Attention:
             slot.lse = int(bool(c.get("lse", False)))
             slot.q_heads_per_kv = _int32(field + "q_heads_per_kv", c.get("q_heads_per_kv", 1))
             slot.arch = _int32(field + "arch", c.get("arch", 0))
-        # On failure fa4_prewarm returns the first failing configuration's code and message.
-        _check(self._lib.fa4_prewarm(handle, array, len(configs), None))
+            slot.varlen, slot.paged, slot.split = (int(bool(c.get(flag, False))) for flag in ("varlen", "paged", "split"))
+        # On failure fa4_prewarm_ex returns the first failing configuration's code and message.
+        _check(self._lib.fa4_prewarm_ex(handle, array, len(configs), None))
 
-    def run(self, q, k, v, out=None, causal=False, softmax_scale=None, return_lse=False, stream=None):
+    def run(self, q, k, v, out=None, causal=False, softmax_scale=None, return_lse=False, stream=None, *,
+            cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqused_k=None,
+            page_table=None, num_splits=0, workspace=None):
         """Attention of q [b, s_q, h_q, d] over k [b, s_k, h_kv, d], v [b, s_k, h_kv, dv] (CUDA tensors,
-        bf16 or fp16, last dim contiguous). Causal is bottom-right aligned. Writes `out` (allocated when
-        None) and returns it, or (out, lse) with lse fp32 [b, h_q, s_q] when return_lse. `stream` is a
-        torch.cuda.Stream or a raw CUstream handle; default: the current torch stream of q's device."""
+        bf16 or fp16, last dim contiguous). Causal is bottom-right aligned, per sequence. Writes `out`
+        (allocated when None) and returns it, or (out, lse) with lse fp32 [b, h_q, s_q] when return_lse.
+        `stream` is a torch.cuda.Stream or a raw CUstream handle; default: the current torch stream of q's
+        device.
+
+        Serving shapes (docs/correctness.md; index tensors are contiguous int32 on q's device):
+          cu_seqlens_q [b + 1]: ragged queries, q and out [total_q, h_q, d(v)], lse [h_q, total_q];
+          cu_seqlens_k [b + 1]: ragged keys, k/v [total_k, h_kv, d(v)] (with page_table: key counts only);
+          seqused_k [b]: sequence i sees keys [0, seqused_k[i]);
+          page_table [b, max_pages_per_seq]: paged KV, k/v [num_pages, page_size, h_kv, d(v)];
+          max_seqlen_q / max_seqlen_k: the longest sequence. Default: read from cu_seqlens (a device read
+            that synchronises; pass them under CUDA graph capture), or with a page table its row's capacity.
+          num_splits: 1 never splits the keys, n > 1 cuts each sequence into n parts, 0 lets the library cut
+            decode sequences (it needs a workspace for that).
+          workspace: device memory for split-KV (any contiguous tensor; workspace_size() bytes). None: one is
+            allocated per call for num_splits > 1, and for num_splits 0 when every sequence is decode-length
+            (seqlen_q * h_q / h_kv <= 64 rows). Pass one to avoid the allocation, or under CUDA graphs."""
         handle = self._live()
         torch = _torch("Attention.run")
+        call = _Call(torch, q, k, v, out, causal, softmax_scale, return_lse, cu_seqlens_q, cu_seqlens_k,
+                     max_seqlen_q, max_seqlen_k, seqused_k, page_table, num_splits)
+        launch = _stream(torch, stream, call.device)
+        with torch.cuda.device(call.device):  # the library works in the current context
+            if workspace is None and call.wants_workspace():
+                size = self._workspace_bytes(handle, call)
+                if size:
+                    workspace = torch.empty(size, dtype=torch.uint8, device=call.device)
+                    workspace.record_stream(launch)  # freed at return, while the kernels may still run
+            call.use_workspace(torch, workspace)
+            _check(self._lib.fa4_run_serving(handle, ctypes.byref(call.params), ctypes.byref(call.serving),
+                                             ctypes.c_void_p(launch.cuda_stream)))
+        return (call.out, call.lse) if return_lse else call.out
 
-        dtype = _dtype_code(q.dtype)
-        for name, t in (("q", q), ("k", k), ("v", v)):
-            if not isinstance(t, torch.Tensor) or not t.is_cuda:
-                raise _invalid("%s: must be a CUDA torch.Tensor" % name)
-            _strides(name, t)
-            if t.dtype != q.dtype or t.device != q.device:
-                raise _invalid("%s: dtype %s on %s, must match q (%s on %s)" % (name, t.dtype, t.device, q.dtype, q.device))
-        b, sq, hq, d = q.shape
-        if k.shape[0] != b or v.shape[0] != b:
-            raise _invalid("k/v batch: must equal q's batch %d, got %d/%d" % (b, k.shape[0], v.shape[0]))
-        if tuple(k.shape[:3]) != tuple(v.shape[:3]):
-            raise _invalid("v.shape[:3] %s: must equal k.shape[:3] %s" % (tuple(v.shape[:3]), tuple(k.shape[:3])))
-        if k.shape[3] != d:
-            raise _invalid("k head dim %d: must equal q head dim %d" % (k.shape[3], d))
-        dv = v.shape[3]
+    def workspace_size(self, q, k, v, out=None, causal=False, softmax_scale=None, return_lse=False, *,
+                       cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqused_k=None,
+                       page_table=None, num_splits=0):
+        """The workspace bytes run() with these arguments needs (0: none). With num_splits 0, the size a
+        workspace must have for the library to cut decode sequences. Size it once for the largest batch and
+        lengths served, and pass it to every run() (CUDA graphs)."""
+        handle = self._live()
+        torch = _torch("Attention.workspace_size")
+        call = _Call(torch, q, k, v, out, causal, softmax_scale, return_lse, cu_seqlens_q, cu_seqlens_k,
+                     max_seqlen_q, max_seqlen_k, seqused_k, page_table, num_splits)
+        with torch.cuda.device(call.device):
+            return self._workspace_bytes(handle, call)
+
+    def _workspace_bytes(self, handle, call):
+        size = ctypes.c_size_t()
+        _check(self._lib.fa4_workspace_size(handle, ctypes.byref(call.params), ctypes.byref(call.serving),
+                                            ctypes.byref(size)))
+        return size.value
+
+    def merge(self, states, out=None, return_lse=False, stream=None, *, cu_seqlens=None, max_seqlen=None):
+        """Merges partial attention states over disjoint keys of the same queries (cascade or shared-prefix
+        attention, context parallelism): LSE = log sum_s exp(LSE_s), O = sum_s exp(LSE_s - LSE) O_s.
+        states: 2 to 8 (o, lse) pairs as run(..., return_lse=True) returns them: o [b, s, h, dv] with lse
+        [b, h, s], or with cu_seqlens [b + 1] o [total, h, dv] with lse [h, total]; every o with the same
+        strides. Returns out (allocated when None), or (out, lse) when return_lse."""
+        handle = self._live()
+        torch = _torch("Attention.merge")
+        states = list(states)
+        if not states:
+            raise _invalid("states: must hold 2 to 8 (o, lse) pairs, got none")
+        o0 = states[0][0]
+        _cuda_tensor(torch, "states[0].o", o0, o0)
+        ragged = cu_seqlens is not None
+        strides = _strides("states[0].o", o0, ragged)
+        cu = _indices(torch, "cu_seqlens", cu_seqlens, 1, o0.device)
+        if ragged:
+            batch, total = cu.numel() - 1, o0.shape[0]
+            seqlen = _longest(cu) if max_seqlen is None else _int32("max_seqlen", max_seqlen)
+        elif max_seqlen is not None:
+            raise _invalid("max_seqlen: only with cu_seqlens (dense states' length is o.shape[1])")
+        else:
+            (batch, seqlen), total = o0.shape[:2], 0
+        heads, dv = o0.shape[-2:]
+        lse_shape = (heads, total) if ragged else (batch, heads, seqlen)
+        array = (_MergeState * len(states))()
+        for i, (slot, (o, lse)) in enumerate(zip(array, states)):
+            _cuda_tensor(torch, "states[%d].o" % i, o, o0)
+            if o.shape != o0.shape or o.stride() != o0.stride():
+                raise _invalid("states[%d].o: shape %s strides %s, must equal states[0].o's %s %s"
+                               % (i, tuple(o.shape), o.stride(), tuple(o0.shape), o0.stride()))
+            if (not isinstance(lse, torch.Tensor) or tuple(lse.shape) != lse_shape or lse.dtype != torch.float32
+                    or lse.device != o0.device or not lse.is_contiguous()):
+                raise _invalid("states[%d].lse: must be a contiguous torch.float32 %s tensor on %s, got %s"
+                               % (i, lse_shape, o0.device, _describe(lse)))
+            slot.o, slot.lse = o.data_ptr(), lse.data_ptr()
         if out is None:
-            out = torch.empty((b, sq, hq, dv), dtype=q.dtype, device=q.device)
-        elif tuple(out.shape) != (b, sq, hq, dv) or out.dtype != q.dtype or out.device != q.device:
-            raise _invalid("out: must be %s %s on %s, got %s %s on %s"
-                           % ((b, sq, hq, dv), q.dtype, q.device, tuple(out.shape), out.dtype, out.device))
-        lse = torch.empty((b, hq, sq), dtype=torch.float32, device=q.device) if return_lse else None
+            out = torch.empty(o0.shape, dtype=o0.dtype, device=o0.device)
+        _cuda_tensor(torch, "out", out, o0)
+        if out.shape != o0.shape:
+            raise _invalid("out: must have the states' shape %s, got %s" % (tuple(o0.shape), tuple(out.shape)))
+        out_lse = torch.empty(lse_shape, dtype=torch.float32, device=o0.device) if return_lse else None
 
-        p = _Params()
-        p.q, p.k, p.v, p.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr()
-        p.lse = lse.data_ptr() if return_lse else None
-        p.return_lse = int(bool(return_lse))
-        p.batch, p.seqlen_q, p.seqlen_k, p.heads_q = b, sq, k.shape[1], hq
-        p.heads_kv, p.head_dim, p.head_dim_v = k.shape[2], d, dv
-        p.q_stride, p.k_stride = _strides("q", q), _strides("k", k)
-        p.v_stride, p.o_stride = _strides("v", v), _strides("out", out)
-        p.dtype = dtype
-        p.causal = int(bool(causal))
-        p.softmax_scale = 0.0 if softmax_scale is None else float(softmax_scale)
-        if softmax_scale is not None and p.softmax_scale == 0.0:
-            raise _invalid("softmax_scale: must be nonzero (None means 1/sqrt(head_dim))")
-
-        if stream is None:
-            stream = torch.cuda.current_stream(q.device)
-        stream_handle = stream.cuda_stream if hasattr(stream, "cuda_stream") else int(stream)
-        with torch.cuda.device(q.device):  # the library launches in the current context
-            _check(self._lib.fa4_run(handle, ctypes.byref(p), ctypes.c_void_p(stream_handle)))
-        return (out, lse) if return_lse else out
+        m = _MergeParams(num_states=len(states), states=array, state_stride=strides, o=out.data_ptr(),
+                         o_stride=_strides("out", out, ragged), lse=_ptr(out_lse), batch=batch, seqlen=seqlen,
+                         heads=heads, head_dim_v=dv, cu_seqlens=_ptr(cu), total=total, dtype=_dtype_code(o0.dtype))
+        launch = _stream(torch, stream, o0.device)
+        with torch.cuda.device(o0.device):
+            _check(self._lib.fa4_merge(handle, ctypes.byref(m), ctypes.c_void_p(launch.cuda_stream)))
+        return (out, out_lse) if return_lse else out

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The ctypes structures of python/fa4rt/__init__.py must match fa4_params / fa4_config of include/fa4/fa4.h
-byte for byte: compiles a tiny C program that prints sizeof/offsetof and compares. CPU only.
+"""The ctypes structures of python/fa4rt/__init__.py must match those of include/fa4/fa4.h byte for byte
+(fa4_params, fa4_config, fa4_serving, fa4_config_ex, fa4_merge_state, fa4_merge_params): compiles a tiny C
+program that prints sizeof/offsetof and compares. CPU only.
 
 Exit status: 0 pass, 1 fail, 77 skipped (no C compiler)."""
 
@@ -37,7 +38,10 @@ def main():
         print("SKIPPED: no C compiler (cc/gcc) to read fa4.h's layout")
         return 77
     ok = True
-    for c_name, py_struct in (("fa4_params", fa4rt._Params), ("fa4_config", fa4rt._Config)):
+    structs = (("fa4_params", fa4rt._Params), ("fa4_config", fa4rt._Config), ("fa4_serving", fa4rt._Serving),
+               ("fa4_config_ex", fa4rt._ConfigEx), ("fa4_merge_state", fa4rt._MergeState),
+               ("fa4_merge_params", fa4rt._MergeParams))
+    for c_name, py_struct in structs:
         fields = [name for name, _ in py_struct._fields_]
         size, offsets = c_layout(c_name, fields, compiler)
         py = (ctypes.sizeof(py_struct), [getattr(py_struct, f).offset for f in fields])

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Ragged prefill speed: fa4rt on a ragged batch (cu_seqlens_q/k) next to fa4rt on a dense batch of the same
+tokens and FLOPs, TFLOP/s (target: ragged within 10% of dense).
+
+The ragged batch: sequence lengths drawn from 100..8192 (seeded) summing to 16384 tokens, bf16, head_dim 128,
+16 heads, causal and not. The dense batch: b x s = 16384 tokens with s = sum(L_i^2) / 16384, so both do about
+the same FLOPs (4 * h * d * sum L_i^2, halved when causal; each side counts its own). Times: CUDA events
+around 5 calls after a warm-up, median of 10. Check: each ragged sequence's output against PyTorch's flash
+SDPA on that sequence alone (max abs diff).
+
+    FA4_LIB=build/libfa4rt.so python3 bench/bench_ragged.py [--seed N]
+"""
+
+import argparse
+import os
+import random
+import statistics
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+import fa4rt  # noqa: E402  (needs only ctypes)
+
+TOKENS, HEADS, D = 16384, 16, 128
+CHECK_TOL = 0.05  # max abs diff of bf16 outputs against flash; a real bug is far beyond it
+
+
+def lengths(seed):
+    """Lengths in 100..8192 summing to TOKENS (the last one takes the remainder, merged if under 100)."""
+    rng, out = random.Random(seed), []
+    while sum(out) < TOKENS:
+        out.append(min(rng.randint(100, 8192), TOKENS - sum(out)))
+    if out[-1] < 100 and len(out) > 1:
+        out[-2] += out.pop()
+    return out
+
+
+def ms_per_call(torch, fn):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(10):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 5)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=1, help="the lengths' seed (default 1)")
+    args = ap.parse_args()
+    try:
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as e:
+        print("SKIPPED: PyTorch is not installed (%s)" % e)
+        return 77
+    if not torch.cuda.is_available():
+        print("SKIPPED: torch.cuda.is_available() is False (no CUDA device)")
+        return 77
+    torch.zeros(1, device="cuda")
+    attn = fa4rt.Attention()
+    lens = lengths(args.seed)
+    square = sum(n * n for n in lens)
+    batch = max(1, round(TOKENS * TOKENS / square))
+    s = TOKENS // batch
+    print("fa4rt %s, torch %s, %s" % (fa4rt.version(), torch.__version__, torch.cuda.get_device_name()))
+    print("ragged: %d sequences, lengths %s; dense: %dx%d\n" % (len(lens), lens, batch, s))
+    print("| causal | ragged TFLOP/s | dense TFLOP/s | ragged/dense | check |\n|---|---|---|---|---|")
+
+    def randn(*shape):
+        return torch.randn(*shape, device="cuda").to(torch.bfloat16)
+
+    q, k, v = randn(TOKENS, HEADS, D), randn(TOKENS, HEADS, D), randn(TOKENS, HEADS, D)
+    cu = torch.tensor([0] + lens, device="cuda").cumsum(0).to(torch.int32)
+    dq, dk, dv = randn(batch, s, HEADS, D), randn(batch, s, HEADS, D), randn(batch, s, HEADS, D)
+    out, dense_out = torch.empty_like(q), torch.empty_like(dq)
+    ragged_kw = dict(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max(lens), max_seqlen_k=max(lens), num_splits=1)
+    for causal in (False, True):
+        flops = 4 * HEADS * D * square / (2 if causal else 1)
+        dense_flops = 4 * HEADS * D * batch * s * s / (2 if causal else 1)
+        ragged_ms = ms_per_call(torch, lambda: attn.run(q, k, v, out=out, causal=causal, **ragged_kw))
+        dense_ms = ms_per_call(torch, lambda: attn.run(dq, dk, dv, out=dense_out, causal=causal))
+        out.fill_(float("nan"))
+        attn.run(q, k, v, out=out, causal=causal, **ragged_kw)
+        worst, starts = 0.0, cu.tolist()
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            for a, b in zip(starts, starts[1:]):
+                ref = F.scaled_dot_product_attention(*(t[a:b].transpose(0, 1)[None] for t in (q, k, v)), is_causal=causal)
+                worst = max(worst, (out[a:b].float() - ref[0].transpose(0, 1).float()).abs().nan_to_num(nan=1e9).max().item())
+        ragged, dense = flops / ragged_ms / 1e9, dense_flops / dense_ms / 1e9
+        print("| %s | %.1f | %.1f | %.2f | %s %.1e |" % ("yes" if causal else "no", ragged, dense, ragged / dense,
+                                                       "ok" if worst <= CHECK_TOL else "BAD", worst), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
