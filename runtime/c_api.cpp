@@ -249,6 +249,7 @@ int fa4_prewarm_ex(fa4_attention* handle, const fa4_config_ex* configs, int32_t 
       k.varlen = c.varlen != 0;
       k.paged = c.paged != 0;
       k.split = c.split != 0;
+      k.decode = c.decode != 0;
       return k;
     });
   });

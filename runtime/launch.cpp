@@ -56,6 +56,14 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   if (!plan.key.split) return r;
   r.num_splits = static_cast<int>(p.num_splits);
   r.split_blocks = plan.split_blocks;
+  // num_splits 0 cuts only decode sequences: the workspace holds their rows alone (a mixed batch's prompts
+  // take none of it).
+  r.seq_rows = p.num_splits == 0 ? static_cast<int>(served_seqlen_q(plan, problem)) : 0;
+  const long long partial_rows = r.seq_rows ? p.batch * r.seq_rows : problem.rows;
+  if (partial_rows > 0x7fffffffLL)
+    too_large("batch", "times the decode tokens per sequence (" + std::to_string(r.seq_rows) +
+                           ") must be below 2^31 workspace rows for split-KV, got " + std::to_string(partial_rows));
+  r.partial_rows = static_cast<int>(partial_rows);
   const long long groups = std::max(1LL, static_cast<long long>(p.heads_q / plan.key.gqa_pack));
   const long long slots = kSplitCtasPerSm * (problem.sm_count > 0 ? problem.sm_count : 1);
   r.max_parts = static_cast<int>(std::min<long long>(kMaxSplits, std::max(1LL, (slots + groups - 1) / groups)));
@@ -81,7 +89,7 @@ SplitLayout split_layout(const Plan& plan, const Problem& problem) {
   l.max_splits = max_splits(plan, problem);
   if (!plan.key.split) return l;
   const auto align = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  const size_t states = static_cast<size_t>(l.max_splits) * static_cast<size_t>(problem.rows) *
+  const size_t states = static_cast<size_t>(l.max_splits) * static_cast<size_t>(split_rule(plan, problem).partial_rows) *
                         static_cast<size_t>(problem.params.heads_q);
   l.o_bytes = align(states * static_cast<size_t>(problem.params.head_dim_v) * 4);
   l.lse_bytes = align(states * 4);
@@ -210,15 +218,16 @@ fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, v
   const AttentionParams& p = problem.params;
   const SplitLayout layout = split_layout(plan, problem);
   fa4k::CombineArgs a{};
-  const long long rows = problem.rows, heads = p.heads_q, dv = p.head_dim_v;
+  const fa4k::SplitRule rule = split_rule(plan, problem);
+  const long long rows = problem.rows, heads = p.heads_q, dv = p.head_dim_v, parts_rows = rule.partial_rows;
   a.state_o[0] = workspace;
   a.state_lse[0] = reinterpret_cast<const float*>(static_cast<const char*>(workspace) + layout.o_bytes);
-  a.o_state_stride = rows * heads * dv;  // fp32 [split][rows][heads][dv]
-  a.lse_state_stride = heads * rows;     // fp32 [split][heads][rows]
+  a.o_state_stride = parts_rows * heads * dv;  // fp32 [split][partial rows][heads][dv]
+  a.lse_state_stride = heads * parts_rows;     // fp32 [split][heads][partial rows]
   a.n_states = layout.max_splits;
-  a.state_layout = {nullptr, static_cast<long long>(p.seqlen_q) * heads * dv, heads * dv, dv};
-  a.lse_batch_stride = p.seqlen_q;
-  a.lse_head_stride = rows;
+  a.state_layout = {nullptr, 0, heads * dv, dv};  // rows: params.h partial_row
+  a.lse_batch_stride = 0;
+  a.lse_head_stride = parts_rows;
   a.lse_row_stride = 1;
   a.o = {p.o, p.o_stride.batch, p.o_stride.seq, p.o_stride.head};
   a.lse = p.return_lse ? p.lse : nullptr;
@@ -234,7 +243,7 @@ fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, v
   a.seqused_k = p.seqused_k;
   a.seqlen_k = static_cast<int>(p.seqlen_k);
   a.decode_seqlen_q = problem.decode_seqlen_q;
-  a.rule = split_rule(plan, problem);
+  a.rule = rule;
   a.warps_per_item = kCombineWarpsPerSplitRow;
   return a;
 }

@@ -84,6 +84,7 @@ typedef struct fa4_config_ex {
   int32_t dtype, head_dim, head_dim_v, causal, lse, q_heads_per_kv;
   int32_t arch;          /* compute capability x10; 0: current device */
   int32_t varlen, paged, split;
+  int32_t decode;        /* decode shapes: seqlen_q * q_heads_per_kv <= 32 (fa4::KernelConfig::decode) */
 } fa4_config_ex;
 
 /* One partial attention state of fa4_merge: O (dtype of the merge) and its natural-log LSE (fp32). */

@@ -24,7 +24,17 @@ struct SplitRule {
   int split_blocks;          // num_splits 0: a decode sequence's part has at least this many KV blocks ...
   int max_parts;             // ... and the sequence at most this many parts (longer parts when it has more blocks)
   int tile_n;                // the decode kernel's keys per KV block
+  // Where the parts go: o_partial / lse_partial hold partial_rows rows per part. With num_splits 0 (only
+  // decode sequences, of at most seq_rows tokens, are cut) token t of sequence i is row i * seq_rows + t, so
+  // a mixed batch's workspace holds only its decode rows; with seq_rows 0, the token's row of q.
+  int seq_rows;
+  int partial_rows;
 };
+
+// The workspace row of token `token` of sequence `sequence`, whose row in q is q_row (see SplitRule).
+FA4_PARAMS_HD long long partial_row(const SplitRule& r, int sequence, long long token, long long q_row) {
+  return r.seq_rows ? static_cast<long long>(sequence) * r.seq_rows + token : q_row;
+}
 
 // The parts of one sequence. It depends only on that sequence's own lengths (and on constants of the kernel
 // and the device), never on the rest of the batch, so a sequence's result is batch-invariant. With
@@ -73,8 +83,8 @@ struct AttentionArgs {
   // lse_partial and merged by the combine kernel; a sequence in one part is written directly.
   SplitRule split;
   int max_splits;            // the grid's split dimension: the most parts any sequence can have
-  float* o_partial;          // fp32 [max_splits][rows][heads_q][dv], rows = total_q or batch * seqlen_q
-  float* lse_partial;        // fp32 [max_splits][heads_q][rows], natural log; -inf for a part without keys
+  float* o_partial;          // fp32 [max_splits][split.partial_rows][heads_q][dv] (rows: partial_row)
+  float* lse_partial;        // fp32 [max_splits][heads_q][split.partial_rows], natural log; -inf for a part without keys
 };
 
 // The combine kernel's argument block: merges n partial states (O_s, LSE_s) of the same rows into O (and

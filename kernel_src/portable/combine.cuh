@@ -79,9 +79,13 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_combine(co
       }
       merged = !args.split || n_states > 1;
       if (merged) {
-        const long long in_o = batch * args.state_layout.batch_stride + place * args.state_layout.seq_stride +
+        // The states' row: a split kernel's workspace row (no batch stride), else as the output's.
+        const long long state_batch = args.split ? 0 : batch;
+        const long long state_place = args.split ? fa4k::partial_row(args.rule, seq, token, row) : place;
+        const long long in_o = state_batch * args.state_layout.batch_stride + state_place * args.state_layout.seq_stride +
                                head * args.state_layout.head_stride;
-        const long long in_lse = batch * args.lse_batch_stride + head * args.lse_head_stride + place * args.lse_row_stride;
+        const long long in_lse =
+            state_batch * args.lse_batch_stride + head * args.lse_head_stride + state_place * args.lse_row_stride;
         auto state_o = [&](int s) {
           return args.o_state_stride ? static_cast<const char*>(args.state_o[0]) +
                                            s * args.o_state_stride * (fa4cfg::kCombineF32States ? 4 : 2)

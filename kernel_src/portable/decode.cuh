@@ -245,11 +245,13 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
     const int token = row_token(row), head = row_head(group, row);
     const long long global_row = tile.row_base + token;
     if (partial) {
-      const long long state = static_cast<long long>(tile.split) * total_rows + global_row;
+      const long long rows_per_part = args.split.partial_rows;
+      const long long at = fa4k::partial_row(args.split, tile.batch, token, global_row);
+      const long long state = tile.split * rows_per_part + at;
       float4* out = reinterpret_cast<float4*>(args.o_partial + (state * args.heads_q + head) * fa4cfg::kHeadDimV + vec * 8);
       out[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
       out[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-      if (vec == 0) args.lse_partial[(static_cast<long long>(tile.split) * args.heads_q + head) * total_rows + global_row] = lse;
+      if (vec == 0) args.lse_partial[(static_cast<long long>(tile.split) * args.heads_q + head) * rows_per_part + at] = lse;
       continue;
     }
     const u32 packed[4] = {pack_half2<fa4cfg::kBf16>(acc[0], acc[1]), pack_half2<fa4cfg::kBf16>(acc[2], acc[3]),

@@ -152,8 +152,10 @@ __device__ __forceinline__ void finish_tile(const fa4k::AttentionArgs& args, con
       if (partial) {
         if (row >= rows) continue;
         const long long part = static_cast<long long>(tile.split) * args.heads_q;
-        if ((lane & 3) == 0) args.lse_partial[(part + head) * total_rows + global_row] = lse;
-        float* out = args.o_partial + ((static_cast<long long>(tile.split) * total_rows + global_row) * args.heads_q + head) *
+        const long long rows_per_part = args.split.partial_rows;
+        const long long at = fa4k::partial_row(args.split, tile.batch, token, global_row);
+        if ((lane & 3) == 0) args.lse_partial[(part + head) * rows_per_part + at] = lse;
+        float* out = args.o_partial + ((static_cast<long long>(tile.split) * rows_per_part + at) * args.heads_q + head) *
                                           fa4cfg::kHeadDimV;
 #pragma unroll
         for (int ot = 0; ot < kOTiles; ++ot) {

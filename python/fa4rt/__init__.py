@@ -120,6 +120,7 @@ class _ConfigEx(_Versioned):  # fa4_config_ex
         ("varlen", ctypes.c_int32),
         ("paged", ctypes.c_int32),
         ("split", ctypes.c_int32),
+        ("decode", ctypes.c_int32),
     ]
 
 
@@ -254,19 +255,20 @@ def _dtype_code(dtype):
 
 
 def config(dtype, head_dim, head_dim_v=0, causal=False, lse=False, q_heads_per_kv=1, arch=0, varlen=False,
-           paged=False, split=False):
+           paged=False, split=False, decode=False):
     """A prewarm configuration (fa4_config_ex). arch 0 means the current device. The serving flags: varlen
     (cu_seqlens_q/k or seqused_k given), paged (page_table given), split (split-KV: num_splits > 1, or 0
-    with a workspace)."""
+    with a workspace), decode (seqlen_q * q_heads_per_kv <= 32: the decode kernel; a ragged batch with
+    longer sequences runs both it and the prefill kernel)."""
     return dict(dtype=dtype, head_dim=head_dim, head_dim_v=head_dim_v, causal=causal, lse=lse,
-                q_heads_per_kv=q_heads_per_kv, arch=arch, varlen=varlen, paged=paged, split=split)
+                q_heads_per_kv=q_heads_per_kv, arch=arch, varlen=varlen, paged=paged, split=split, decode=decode)
 
 
-def config_for(q, k, v, causal=False, return_lse=False, varlen=False, paged=False, split=False):
+def config_for(q, k, v, causal=False, return_lse=False, varlen=False, paged=False, split=False, decode=False):
     """The configuration run(q, k, v, causal=..., return_lse=...) selects, for prewarm (the serving flags as
     in config())."""
     return config(q.dtype, q.shape[-1], v.shape[-1], causal, return_lse, q.shape[-2] // max(k.shape[-2], 1),
-                  varlen=varlen, paged=paged, split=split)
+                  varlen=varlen, paged=paged, split=split, decode=decode)
 
 
 def _strides(name, t, ragged=False):
@@ -320,13 +322,6 @@ def _stream(torch, stream, device):
     if hasattr(stream, "cuda_stream"):
         return stream
     return torch.cuda.ExternalStream(int(stream), device=device)
-
-
-# run() allocates a workspace itself, when given none, for num_splits > 1, and for num_splits 0 only when every
-# sequence is decode-length: at most this many packed query rows (seqlen_q * heads_q / heads_kv), which fit any
-# kernel's tile, so the library may cut them. A num_splits 0 workspace is sized for every query row of the
-# call, so a prefill's would take gigabytes and cut nothing.
-_AUTO_SPLIT_ROWS = 64
 
 
 class _Call:
@@ -402,11 +397,11 @@ class _Call:
             s.num_pages, s.page_size, s.max_pages_per_seq = k.shape[0], k.shape[1], table.shape[1]
         s.num_splits = _int32("num_splits", num_splits)
         self.params, self.serving, self.out, self.lse, self.device = p, s, out, lse, device
-        self.decode = seqlen_q * (hq // max(hkv, 1)) <= _AUTO_SPLIT_ROWS
 
     def wants_workspace(self):
-        """Whether run() allocates a workspace when given none (_AUTO_SPLIT_ROWS)."""
-        return self.serving.num_splits > 1 or (self.serving.num_splits == 0 and self.decode)
+        """Whether run() asks for a workspace when given none: any split-KV call (the library's
+        workspace_size says how much; 0 when nothing would be cut, e.g. a prefill with num_splits 0)."""
+        return self.serving.num_splits != 1
 
     def use_workspace(self, torch, workspace):
         if workspace is None:
@@ -464,7 +459,8 @@ class Attention:
             slot.lse = int(bool(c.get("lse", False)))
             slot.q_heads_per_kv = _int32(field + "q_heads_per_kv", c.get("q_heads_per_kv", 1))
             slot.arch = _int32(field + "arch", c.get("arch", 0))
-            slot.varlen, slot.paged, slot.split = (int(bool(c.get(flag, False))) for flag in ("varlen", "paged", "split"))
+            slot.varlen, slot.paged, slot.split, slot.decode = (
+                int(bool(c.get(flag, False))) for flag in ("varlen", "paged", "split", "decode"))
         # On failure fa4_prewarm_ex returns the first failing configuration's code and message.
         _check(self._lib.fa4_prewarm_ex(handle, array, len(configs), None))
 
