@@ -462,7 +462,7 @@ void Attention::run(const AttentionParams& params, CUstream stream) {
   const Loaded& merge = impl_->ready(ctx, merge_key, combine_config(merge_key), nullptr, stream);
   for (const Loaded* k : kernels) impl_->launch(*k, problem, ctx, stream, params.workspace);
   enqueue_combine(merge.built->plan, split_combine_args(*split_plan, problem, params.workspace), merge.function,
-                  ctx.device.sm_count, stream);
+                  ctx.device.sm_count, stream, /*overlap_previous=*/ctx.device.arch >= 90);
 }
 
 size_t Attention::workspace_size(const AttentionParams& params) const {

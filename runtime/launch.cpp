@@ -271,18 +271,19 @@ fa4k::CombineArgs merge_args(const MergeProblem& problem) {
   return a;
 }
 
-void enqueue_combine(const Plan& plan, const fa4k::CombineArgs& args, CUfunction function, int sm_count, CUstream stream) {
+void enqueue_combine(const Plan& plan, const fa4k::CombineArgs& args, CUfunction function, int sm_count, CUstream stream,
+                     bool overlap_previous) {
   const long long rows = args.cu_seqlens ? args.total_rows : static_cast<long long>(args.batch) * args.seqlen;
   const long long items = rows * args.heads, per_cta = plan.threads / 32 / args.warps_per_item;
   LaunchShape shape;
   shape.grid[0] = static_cast<unsigned>(std::max(1LL, std::min((items + per_cta - 1) / per_cta, 16LL * std::max(sm_count, 1))));
   shape.block[0] = static_cast<unsigned>(plan.threads);
   void* params[] = {const_cast<fa4k::CombineArgs*>(&args)};
-  const LaunchConfig config(shape, stream);
+  const LaunchConfig config(shape, stream, overlap_previous);
   check_cu(driver().cuLaunchKernelEx(config.get(), function, params, nullptr), "cuLaunchKernelEx (combine)");
 }
 
-LaunchConfig::LaunchConfig(const LaunchShape& shape, CUstream stream) {
+LaunchConfig::LaunchConfig(const LaunchShape& shape, CUstream stream, bool programmatic_dependent) {
   config_.gridDimX = shape.grid[0];
   config_.gridDimY = shape.grid[1];
   config_.gridDimZ = shape.grid[2];
@@ -291,13 +292,18 @@ LaunchConfig::LaunchConfig(const LaunchShape& shape, CUstream stream) {
   config_.blockDimZ = shape.block[2];
   config_.sharedMemBytes = shape.smem_bytes;
   config_.hStream = stream;
+  config_.attrs = attrs_;
   if (shape.cluster[0] * shape.cluster[1] * shape.cluster[2] > 1) {
-    cluster_.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    cluster_.value.clusterDim.x = shape.cluster[0];
-    cluster_.value.clusterDim.y = shape.cluster[1];
-    cluster_.value.clusterDim.z = shape.cluster[2];
-    config_.attrs = &cluster_;
-    config_.numAttrs = 1;
+    CUlaunchAttribute& a = attrs_[config_.numAttrs++];
+    a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    a.value.clusterDim.x = shape.cluster[0];
+    a.value.clusterDim.y = shape.cluster[1];
+    a.value.clusterDim.z = shape.cluster[2];
+  }
+  if (programmatic_dependent) {
+    CUlaunchAttribute& a = attrs_[config_.numAttrs++];
+    a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    a.value.programmaticStreamSerializationAllowed = 1;
   }
 }
 

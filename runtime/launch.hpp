@@ -38,8 +38,11 @@ KernelConfig combine_config(const KernelKey& combine);
 // Its arguments after a split-KV launch of `plan` (the states in `workspace`), and for a merge.
 fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, void* workspace);
 fa4k::CombineArgs merge_args(const MergeProblem& problem);
-// Launches the combine kernel over every (row, head) (a grid-stride loop, a few CTAs per SM).
-void enqueue_combine(const Plan& plan, const fa4k::CombineArgs& args, CUfunction function, int sm_count, CUstream stream);
+// Launches the combine kernel over every (row, head) (a grid-stride loop, a few CTAs per SM). With
+// `overlap_previous` (sm_90+, right after the split kernel) it is a programmatic dependent launch: it is
+// launched while the previous kernel finishes and waits for that kernel's results itself (griddepcontrol).
+void enqueue_combine(const Plan& plan, const fa4k::CombineArgs& args, CUfunction function, int sm_count, CUstream stream,
+                     bool overlap_previous = false);
 
 // Throws Error(invalid_argument) naming the field when the kernel of this plan would overflow its 32-bit
 // index arithmetic on this problem (key blocks, packed rows, causal limits, work tiles).
@@ -61,17 +64,17 @@ PreparedLaunch prepare_launch(const Plan& plan, const Problem& problem, int sm_c
 // Builds the TMA maps and enqueues `function` (the Plan's kernel) on `stream`.
 void enqueue(const PreparedLaunch& launch, const Plan& plan, const Problem& problem, CUfunction function, CUstream stream);
 
-// The cuLaunchKernelEx configuration of a launch shape (it points at its own cluster attribute: not copyable).
+// The cuLaunchKernelEx configuration of a launch shape (it points at its own attributes: not copyable).
 class LaunchConfig {
  public:
-  LaunchConfig(const LaunchShape& shape, CUstream stream);
+  LaunchConfig(const LaunchShape& shape, CUstream stream, bool programmatic_dependent = false);
   LaunchConfig(const LaunchConfig&) = delete;
   LaunchConfig& operator=(const LaunchConfig&) = delete;
   const CUlaunchConfig* get() const { return &config_; }
 
  private:
   CUlaunchConfig config_{};
-  CUlaunchAttribute cluster_{};
+  CUlaunchAttribute attrs_[2]{};
 };
 
 }  // namespace fa4::detail

@@ -43,6 +43,11 @@ __device__ __forceinline__ int sequence_of(const fa4k::CombineArgs& a, long long
 
 extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_combine(const fa4k::CombineArgs args) {
   using namespace fa4p;
+#if __CUDA_ARCH__ >= 900
+  // Launched as a programmatic dependent of the split kernel (enqueue_combine): its parts are complete and
+  // visible after this (a no-op for an ordinary launch).
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   __shared__ float shares[kCombineWarps][fa4cfg::kHeadDimV];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int per_item = args.warps_per_item;

@@ -19,14 +19,23 @@ struct Tile {
 __device__ __forceinline__ Tile tile_of(const fa4k::AttentionArgs& a, int index) {
   const int num_m = a.num_m_blocks;
   const int groups = a.heads_q / fa4cfg::kGqaPack;
-  const int per_head = fa4cfg::kSplit ? num_m * a.max_splits : num_m;
+  const int splits = fa4cfg::kSplit ? a.max_splits : 1;
   Tile t;
-  const int i = index % per_head;
-  const int head_batch = index / per_head;
-  t.group = head_batch % groups;
-  t.batch = head_batch / groups;
-  t.split = fa4cfg::kSplit ? i / num_m : 0;
-  const int m = fa4cfg::kSplit ? i % num_m : i;
+  int m;
+  if (fa4cfg::kDecode) {  // m, then the head group, then the part: neighbouring CTAs read the same keys of
+                          // neighbouring heads (one stretch of memory in a [.., seq, head, dim] cache)
+    m = index % num_m;
+    t.group = index / num_m % groups;
+    t.split = index / (num_m * groups) % splits;
+    t.batch = index / (num_m * groups * splits);
+  } else {  // m, then the part, then the head group: a head's m blocks share its K/V in L2
+    const int per_head = num_m * splits;
+    const int i = index % per_head;
+    t.group = index / per_head % groups;
+    t.batch = index / per_head / groups;
+    t.split = i / num_m;
+    m = i % num_m;
+  }
   t.m_block = fa4cfg::kCausal ? num_m - 1 - m : m;
   t.row0 = t.m_block * fa4cfg::kTileM;
   if (a.cu_seqlens_q) {
