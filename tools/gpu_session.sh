@@ -144,14 +144,19 @@ fi
 
 if wanted overhead; then
   run_stage overhead 60 8 "^RESULT|SKIPPED" "$BUILD/bench_overhead"
+  run_stage overhead-split 60 8 "^RESULT|SKIPPED" "$BUILD/bench_overhead" --decode
 fi
 
 if wanted decode; then
-  run_stage decode 90 16 "^RESULT|SKIPPED" "$BUILD/bench_decode"
+  run_stage decode 90 30 "^RESULT|SKIPPED" "$BUILD/bench_decode" --pages 16,64,256
 fi
 
 if wanted decode-peers; then
-  run_stage decode-peers 240 20 "page 64|SKIPPED" python3 bench/bench_decode.py --quick
+  # GPU_SESSION_DECODE_FULL=1: issue 10's whole table (about 8 minutes) instead of its six rows.
+  rows=(--quick)
+  [ "${GPU_SESSION_DECODE_FULL:-0}" = 1 ] && rows=()
+  run_stage decode-peers 560 120 "page 64|SKIPPED" python3 bench/bench_decode.py ${rows[@]+"${rows[@]}"}
+  run_stage ragged 120 20 "^\| (no|yes) |SKIPPED" python3 bench/bench_ragged.py
 fi
 
 if wanted attention; then

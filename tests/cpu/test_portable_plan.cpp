@@ -230,8 +230,8 @@ TEST(PortablePlan, DecodePlansFitEveryArch) {
 }
 
 // Split-KV's rule (params.h split_parts, launch.cpp split_rule): explicit parts as asked; with num_splits 0
-// parts of at least split_blocks blocks, at most enough parts per sequence for kSplitCtasPerSm CTAs on every
-// SM across the head groups, and only decode sequences are cut; every (m block, part) is a tile. A sequence's parts do not depend on the batch.
+// parts of at least split_blocks blocks, at most enough parts per sequence for a CTA on every SM across the
+// head groups, and only decode sequences are cut; every (m block, part) is a tile. A sequence's parts do not depend on the batch.
 TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   KernelKey key = portable_key(128, 128);
   key.decode = true, key.gqa_pack = 4, key.split = true;
@@ -259,7 +259,7 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   EXPECT_EQ(parts(min_part, 1), 1);
   EXPECT_EQ(parts(min_part + 1, 1), 2);
   EXPECT_EQ(parts(8192, 1), 8192 / min_part);
-  EXPECT_EQ(parts(131072, 1), (2 * 132 + 7) / 8) << "capped: 2 CTAs per SM over 8 head groups";
+  EXPECT_EQ(parts(131072, 1), (132 + 7) / 8) << "capped: a CTA per SM over 8 head groups";
   EXPECT_EQ(parts(131072, 64), parts(131072, 1)) << "batch-invariant";
   EXPECT_EQ(parts(8192, 256), parts(8192, 1)) << "batch-invariant";
   problem.params.num_splits = 5;

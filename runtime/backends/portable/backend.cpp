@@ -34,7 +34,7 @@ int smem_for(int tile_m, int tile_n, int d, int dv) {
 constexpr int kDecodeRows = 16;         // a tile: one m16 MMA tile of packed rows
 constexpr int kDecodeChunk = 16;        // keys a warp takes at a time: one k16 step of P V
 constexpr int kDecodeMaxStages = 4;     // chunks in each warp's cp.async ring
-constexpr int kDecodeSplitBlocks = 4;   // num_splits 0: a part has at least this many KV blocks (warps x 16 keys)
+constexpr int kDecodeSplitBlocks = 8;   // num_splits 0: a part has at least this many KV blocks (warps x 16 keys)
 
 // Shared memory of an arch, bytes: the most one block may opt into, and what an SM has (each resident block
 // also takes 1 KB of the SM's for the system).
