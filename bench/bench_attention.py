@@ -27,6 +27,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
 import fa4rt  # noqa: E402
+import peers_env  # noqa: E402
 
 L2_BYTES = 50 * 2**20  # H200: 50 MB; smaller working sets rotate through several input sets
 CHECK_TOL = {"bf16": 0.05, "fp16": 0.01}  # max abs diff vs flash; a real bug is far beyond this
@@ -139,16 +140,10 @@ def main():
     ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
     args = ap.parse_args()
 
-    try:
-        import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError as e:
-        print("SKIPPED: PyTorch is not installed (%s)" % e)
+    env = peers_env.torch_or_skip()
+    if env is None:
         return 77
-    if not torch.cuda.is_available():
-        print("SKIPPED: torch.cuda.is_available() is False (no CUDA device)")
-        return 77
+    torch, F, SDPBackend, sdpa_kernel = env
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     os.makedirs(os.path.dirname(os.path.abspath(args.out_prefix)), exist_ok=True)
     timer, timer_name = make_timer(torch)

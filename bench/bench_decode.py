@@ -31,6 +31,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
 import fa4rt  # noqa: E402  (needs only ctypes)
+import peers_env  # noqa: E402
 
 D = 128
 PAGES = (16, 64, 256)
@@ -216,17 +217,10 @@ def main():
     ap.add_argument("--reps", type=int, default=20, help="graph replays per measurement (default 20)")
     ap.add_argument("--max-gib", type=float, default=40, help="skip rows whose K/V exceed this (default 40)")
     args = ap.parse_args()
-    try:
-        import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError as e:
-        print("SKIPPED: PyTorch is not installed (%s)" % e)
+    env = peers_env.torch_or_skip()
+    if env is None:
         return 77
-    if not torch.cuda.is_available():
-        print("SKIPPED: torch.cuda.is_available() is False (no CUDA device)")
-        return 77
-    torch.zeros(1, device="cuda")  # the context fa4rt runs in
+    torch, F, SDPBackend, sdpa_kernel = env
     attn, cute = fa4rt.Attention(), fa4_cute()
     print("fa4rt %s (%s), torch %s, CUDA %s, cuDNN %s, %s; FA4-cute %s" % (
         fa4rt.version(), fa4rt.library_path(), torch.__version__, torch.version.cuda, torch.backends.cudnn.version(),

@@ -21,6 +21,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
 import fa4rt  # noqa: E402  (needs only ctypes)
+import peers_env  # noqa: E402
 
 TOKENS, HEADS, D = 16384, 16, 128
 CHECK_TOL = 0.05  # max abs diff of bf16 outputs against flash; a real bug is far beyond it
@@ -55,17 +56,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=1, help="the lengths' seed (default 1)")
     args = ap.parse_args()
-    try:
-        import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError as e:
-        print("SKIPPED: PyTorch is not installed (%s)" % e)
+    env = peers_env.torch_or_skip()
+    if env is None:
         return 77
-    if not torch.cuda.is_available():
-        print("SKIPPED: torch.cuda.is_available() is False (no CUDA device)")
-        return 77
-    torch.zeros(1, device="cuda")
+    torch, F, SDPBackend, sdpa_kernel = env
     attn = fa4rt.Attention()
     lens = lengths(args.seed)
     square = sum(n * n for n in lens)

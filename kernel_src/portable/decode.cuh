@@ -119,11 +119,8 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
 
   const u16* q_seq = sequence_base(args.q, args.cu_seqlens_q, tile.batch);
   const int group = tile.group;
-  const int kv_head = kPack > 1 ? group : group / args.q_heads_per_kv;
-  const u16* k_seq = fa4cfg::kPaged ? static_cast<const u16*>(args.k.ptr) : sequence_base(args.k, args.cu_seqlens_k, tile.batch);
-  const u16* v_seq = fa4cfg::kPaged ? static_cast<const u16*>(args.v.ptr) : sequence_base(args.v, args.cu_seqlens_k, tile.batch);
-  k_seq += kv_head * args.k.head_stride;
-  v_seq += kv_head * args.v.head_stride;
+  const u16* k_seq = kv_base(args, args.k, tile);  // key row 0 of this kv head (paged: page 0)
+  const u16* v_seq = kv_base(args, args.v, tile);
   const int* pages = args.page_table + static_cast<long long>(tile.batch) * args.max_pages_per_seq;
 
   const u32 sK = smem_base + fa4cfg::kSmemKOffset + warp * kStages * kKChunkBytes;  // this warp's rings

@@ -239,12 +239,9 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_f
   const u16* q_seq = sequence_base(args.q, args.cu_seqlens_q, tile.batch);
   const long long q_seq_stride = args.q.seq_stride, q_head_stride = args.q.head_stride;
   const int group = tile.group;
-  const int kv_head = kPack > 1 ? group : group / args.q_heads_per_kv;
   // K/V row j of this sequence and kv head: dense or ragged rows, or a slot of a page.
-  const u16* k_seq = fa4cfg::kPaged ? static_cast<const u16*>(args.k.ptr) : sequence_base(args.k, args.cu_seqlens_k, tile.batch);
-  const u16* v_seq = fa4cfg::kPaged ? static_cast<const u16*>(args.v.ptr) : sequence_base(args.v, args.cu_seqlens_k, tile.batch);
-  k_seq += kv_head * args.k.head_stride;
-  v_seq += kv_head * args.v.head_stride;
+  const u16* k_seq = kv_base(args, args.k, tile);
+  const u16* v_seq = kv_base(args, args.v, tile);
   const int* pages = args.page_table + static_cast<long long>(tile.batch) * args.max_pages_per_seq;
 
   auto load_kv = [&](int n_block, int stage) {

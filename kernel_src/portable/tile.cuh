@@ -62,4 +62,12 @@ __device__ __forceinline__ const u16* sequence_base(const fa4k::TensorArgs& t, c
 __device__ __forceinline__ int row_token(int r) { return r / fa4cfg::kGqaPack; }
 __device__ __forceinline__ int row_head(int group, int r) { return group * fa4cfg::kGqaPack + r % fa4cfg::kGqaPack; }
 
+// Key row 0 of a tile's kv head in K or V: its sequence's rows (dense or ragged), or, paged, page 0 of the
+// cache (a key's page then comes from the page table).
+__device__ __forceinline__ const u16* kv_base(const fa4k::AttentionArgs& a, const fa4k::TensorArgs& t, const Tile& tile) {
+  const int kv_head = fa4cfg::kGqaPack > 1 ? tile.group : tile.group / a.q_heads_per_kv;
+  const u16* base = fa4cfg::kPaged ? static_cast<const u16*>(t.ptr) : sequence_base(t, a.cu_seqlens_k, tile.batch);
+  return base + kv_head * t.head_stride;
+}
+
 }  // namespace fa4p

@@ -9,34 +9,13 @@ Exit status: 0 pass, 1 fail, 77 skipped (prints "SKIPPED: reason"). Run: python3
 """
 
 import math
-import os
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "python"))
+from gpu_env import fa4rt, torch_or_skip  # noqa: E402
 
-import fa4rt  # noqa: E402  (needs only ctypes)
-
-SKIP = 77
-
-
-def skip(reason):
-    print("SKIPPED: " + reason)
-    sys.exit(SKIP)
-
-
-try:
-    import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-except ImportError as e:
-    skip("PyTorch is not installed (%s)" % e)
-if not torch.cuda.is_available():
-    skip("torch.cuda.is_available() is False (no CUDA device)")
-try:
-    fa4rt.load_library()
-except OSError as e:
-    skip(str(e))
+torch = torch_or_skip()
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 # Error allowed against the float32 oracle, per element: atol + rtol * |ref|, about 8 ulps of the storage
 # type (P is rounded to it before the PV product; outputs of magnitude 8 have 8x larger ulps). A dropped

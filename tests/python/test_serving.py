@@ -8,33 +8,12 @@ Exit status: 0 pass, 1 fail, 77 skipped (prints "SKIPPED: reason"). Run: python3
 """
 
 import math
-import os
-import random
 import sys
+import random
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "python"))
+from gpu_env import fa4rt, torch_or_skip  # noqa: E402
 
-import fa4rt  # noqa: E402  (needs only ctypes)
-
-SKIP = 77
-
-
-def skip(reason):
-    print("SKIPPED: " + reason)
-    sys.exit(SKIP)
-
-
-try:
-    import torch
-except ImportError as e:
-    skip("PyTorch is not installed (%s)" % e)
-if not torch.cuda.is_available():
-    skip("torch.cuda.is_available() is False (no CUDA device)")
-try:
-    fa4rt.load_library()
-except OSError as e:
-    skip(str(e))
+torch = torch_or_skip()
 
 # Per element: |got - want| <= OUT_TOL * (1 + |want|) (about 8 bf16 ulps: P is rounded to bf16 before PV), and
 # for the LSE LSE_TOL + LSE_RTOL * |want|, as in test_oracle.py. A lost page, a wrong offset or a dropped part

@@ -1,0 +1,18 @@
+"""What the Python benches share: PyTorch with SDPA and a CUDA device, or a SKIPPED line (exit status 77)."""
+
+
+def torch_or_skip():
+    """(torch, torch.nn.functional, SDPBackend, sdpa_kernel) with a CUDA context made current, or None after
+    printing why not ("SKIPPED: ..."; the caller then exits 77)."""
+    try:
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as e:
+        print("SKIPPED: PyTorch is not installed (%s)" % e)
+        return None
+    if not torch.cuda.is_available():
+        print("SKIPPED: torch.cuda.is_available() is False (no CUDA device)")
+        return None
+    torch.zeros(1, device="cuda")  # the context fa4rt runs in
+    return torch, F, SDPBackend, sdpa_kernel
