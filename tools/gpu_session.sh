@@ -154,7 +154,7 @@ fi
 if wanted decode-peers; then
   # GPU_SESSION_DECODE_FULL=1: issue 10's whole table (about 8 minutes) instead of its six rows.
   rows=(--quick)
-  [ "${GPU_SESSION_DECODE_FULL:-0}" = 1 ] && rows=()
+  [ "${GPU_SESSION_DECODE_FULL:-0}" = 1 ] && rows=(--reps 10)
   run_stage decode-peers 560 120 "page 64|SKIPPED" python3 bench/bench_decode.py ${rows[@]+"${rows[@]}"}
   run_stage ragged 120 20 "^\| (no|yes) |SKIPPED" python3 bench/bench_ragged.py
 fi
