@@ -120,6 +120,12 @@ fa4::AttentionParams params_of(const fa4_params* c, const fa4_serving* serving) 
   p.num_splits = s.num_splits;
   p.workspace = s.workspace;
   p.workspace_bytes = s.workspace_bytes;
+  if (s.window) {
+    p.window_left = s.window_left;
+    p.window_right = s.window_right;
+  }
+  p.softcap = s.softcap;
+  p.sinks = s.sinks;
   return p;
 }
 
@@ -250,6 +256,9 @@ int fa4_prewarm_ex(fa4_attention* handle, const fa4_config_ex* configs, int32_t 
       k.paged = c.paged != 0;
       k.split = c.split != 0;
       k.decode = c.decode != 0;
+      k.window = c.window != 0;
+      k.softcap = c.softcap != 0;
+      k.sinks = c.sinks != 0;
       return k;
     });
   });

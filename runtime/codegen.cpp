@@ -77,6 +77,9 @@ std::string generate_preamble(const Plan& plan) {
   p.constant("int", "kGqaPack", key.gqa_pack);
   p.flag("kPaged", key.paged);
   p.flag("kDecode", key.decode);
+  p.flag("kWindow", key.window);
+  p.flag("kSoftcap", key.softcap);
+  p.flag("kSinks", key.sinks);
   p.flag("kSplit", key.split && key.op == KernelOp::attention);
   p.flag("kCombineF32States", key.split && key.op == KernelOp::combine);
   p.flag("kEmulated", key.backend == Backend::sm100_emulated);

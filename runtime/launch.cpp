@@ -242,6 +242,7 @@ fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, v
   a.split = 1;
   a.cu_seqlens_k = p.cu_seqlens_k;
   a.seqused_k = p.seqused_k;
+  a.sinks = p.sinks;  // added once, to the merged rows
   a.seqlen_k = static_cast<int>(p.seqlen_k);
   a.decode_seqlen_q = problem.decode_seqlen_q;
   a.rule = rule;

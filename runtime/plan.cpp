@@ -80,6 +80,9 @@ std::string KernelKey::name() const {
   if (paged) s << "_paged";
   if (split) s << (op == KernelOp::combine ? "_f32states" : "_split");
   if (decode) s << "_decode";
+  if (window) s << "_window";
+  if (softcap) s << "_softcap";
+  if (sinks) s << "_sinks";
   if (fault != DebugFault::none) s << "_fault_" << to_string(fault);
   return s.str();
 }
@@ -88,7 +91,7 @@ bool KernelKey::operator==(const KernelKey& o) const {
   return op == o.op && backend == o.backend && arch == o.arch && variant == o.variant && dtype == o.dtype &&
          head_dim == o.head_dim && head_dim_v == o.head_dim_v && causal == o.causal && lse == o.lse &&
          gqa_pack == o.gqa_pack && varlen == o.varlen && paged == o.paged && split == o.split && decode == o.decode &&
-         fault == o.fault;
+         window == o.window && softcap == o.softcap && sinks == o.sinks && fault == o.fault;
 }
 
 int Plan::registers_total() const {
@@ -103,7 +106,8 @@ std::string KernelConfig::name() const {
     << to_string(dtype) << "/d" << head_dim;
   if (head_dim_v && head_dim_v != head_dim) s << "x" << head_dim_v;
   s << (causal ? "/causal" : "/full") << (lse ? "/lse" : "") << "/qh_per_kv" << q_heads_per_kv << (varlen ? "/varlen" : "")
-    << (paged ? "/paged" : "") << (split ? "/split" : "") << (decode ? "/decode" : "");
+    << (paged ? "/paged" : "") << (split ? "/split" : "") << (decode ? "/decode" : "")
+    << (window ? "/window" : "") << (softcap ? "/softcap" : "") << (sinks ? "/sinks" : "");
   return s.str();
 }
 

@@ -21,6 +21,9 @@ struct Problem {
   int decode_seqlen_q = 0; // decode or mixed: the decode kernel's sequences have seqlen_q <= this
   bool split = false;      // split-KV and the combine (num_splits > 1, or 0 with a workspace and decode
                            // sequences)
+  bool window = false;     // variants in use: window_left/right >= 0, softcap > 0, sinks given
+  bool softcap = false;
+  bool sinks = false;
   int64_t rows = 0;        // query rows of all sequences: total_q when ragged, else batch * seqlen_q
   int sm_count = 0;        // the device's SMs, which size split-KV (launch.cpp split_rule); set by the caller
                            // that knows the device (0: counted as 1)

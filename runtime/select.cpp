@@ -28,6 +28,9 @@ KernelKey key_of(const KernelBackend& backend, const KernelConfig& config, int d
   base.paged = config.paged;
   base.split = config.split;
   base.decode = config.decode;
+  base.window = config.window;
+  base.softcap = config.softcap;
+  base.sinks = config.sinks;
   return backend.key(base, config, device_arch);
 }
 
@@ -114,6 +117,9 @@ KernelConfig config_of(const Problem& problem, Backend backend, int device_arch,
   c.paged = problem.paged;
   c.split = problem.split && (decode_kernel || p.num_splits > 1);  // num_splits 0 cuts decode sequences only
   c.decode = decode_kernel;
+  c.window = problem.window;
+  c.softcap = problem.softcap;
+  c.sinks = problem.sinks;
   c.backend = backend;
   c.arch = device_arch;
   return c;

@@ -171,6 +171,21 @@ Problem validate(const AttentionParams& in) {
                               show(FLT_MAX / kLog2e) + ", got " + show(p.softmax_scale));
   if (p.softmax_scale == 0) p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
 
+  // Variants.
+  for (auto [field, side] : {std::pair<const char*, int64_t>{"window_left", p.window_left}, {"window_right", p.window_right}})
+    if (side < -1 || side > kMaxSize)
+      fail(field, "must be -1 (unbounded) or in [0, 2^31), got " + std::to_string(side));
+  if (p.causal && p.window_right > 0)
+    fail("window_right", "must be -1 or 0 with causal (causal is window_right 0), got " + std::to_string(p.window_right));
+  if (!std::isfinite(p.softcap) || p.softcap < 0)
+    fail("softcap", "must be 0 (off) or positive and finite, got " + show(p.softcap));
+  if (p.softcap > 0 && !std::isfinite(2 * kLog2e * p.softmax_scale / p.softcap))
+    fail("softcap", "softmax_scale / softcap must be finite in fp32, got softcap " + show(p.softcap));
+  if (p.sinks) check_pointer("sinks", p.sinks, 4);
+  problem.window = p.window_left >= 0 || p.window_right >= 0;
+  problem.softcap = p.softcap > 0;
+  problem.sinks = p.sinks != nullptr;
+
   check_pointer("q", p.q, 16);
   check_pointer("k", p.k, 16);
   check_pointer("v", p.v, 16);
@@ -360,6 +375,14 @@ fa4k::AttentionArgs make_kernel_args(const Problem& problem) {
   a.q_heads_per_kv = problem.q_heads_per_kv;
   a.softmax_scale = p.softmax_scale;
   a.scale_log2 = p.softmax_scale * kLog2e;
+  a.window_left = static_cast<int>(p.window_left);
+  a.window_right = static_cast<int>(p.causal ? 0 : p.window_right);
+  if (p.softcap > 0) {  // the capped scores carry the scale: exp2 takes them times log2(e)
+    a.softcap_exp2 = 2 * kLog2e * p.softmax_scale / p.softcap;
+    a.softcap_out = p.softcap;
+    a.scale_log2 = kLog2e;
+  }
+  a.sinks = p.sinks;
   a.cu_seqlens_q = p.cu_seqlens_q;
   a.cu_seqlens_k = p.cu_seqlens_k;  // with a page table only its lengths are used
   a.seqused_k = p.seqused_k;

@@ -4,6 +4,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 
 #include "verify/jit_module.hpp"
 #include "verify/device.hpp"
@@ -20,22 +21,32 @@ RefResult reference_attention_cpu(const RefProblem& p, const uint16_t* q, const 
     for (int64_t h = 0; h < p.heads_q; ++h) {
       const int64_t kv = h / group;
       for (int64_t row = 0; row < p.seqlen_q; ++row) {
-        const int64_t last = p.causal ? std::min(p.seqlen_k - 1, row + p.seqlen_k - p.seqlen_q) : p.seqlen_k - 1;
-        if (last < 0) continue;  // O stays 0, LSE -inf
+        // The row's keys [first, last], bottom-right aligned (diagonal at key row + seqlen_k - seqlen_q).
+        const int64_t diagonal = row + p.seqlen_k - p.seqlen_q;
+        int64_t last = p.seqlen_k - 1, first = 0;
+        if (p.causal) last = std::min(last, diagonal);
+        if (p.window_right >= 0) last = std::min(last, diagonal + p.window_right);
+        if (p.window_left >= 0) first = std::max(first, diagonal - p.window_left);
+        const double sink = p.sinks.empty() ? -std::numeric_limits<double>::infinity() : p.sinks[h];
+        if (last < first) {  // O stays 0; the LSE is the sink's (-inf without)
+          r.lse[(b * p.heads_q + h) * p.seqlen_q + row] = sink;
+          continue;
+        }
         const uint16_t* qp = q + b * p.q.batch + row * p.q.seq + h * p.q.head;
         for (int64_t i = 0; i < d; ++i) qrow[i] = from_half(p.dtype, qp[i]);
-        double max_logit = -std::numeric_limits<double>::infinity();
-        for (int64_t c = 0; c <= last; ++c) {
+        double max_logit = sink;
+        for (int64_t c = first; c <= last; ++c) {
           const uint16_t* kp = k + b * p.k.batch + c * p.k.seq + kv * p.k.head;
           double dot = 0;
           for (int64_t i = 0; i < d; ++i) dot += qrow[i] * from_half(p.dtype, kp[i]);
           r.max_abs_logit = std::max(r.max_abs_logit, std::abs(dot));
           logits[c] = dot * p.scale;
+          if (p.softcap > 0) logits[c] = p.softcap * std::tanh(logits[c] / p.softcap);
           max_logit = std::max(max_logit, logits[c]);
         }
         std::fill(acc.begin(), acc.end(), 0.0);
-        double sum = 0;
-        for (int64_t c = 0; c <= last; ++c) {
+        double sum = std::exp(sink - max_logit);  // 0 without sinks
+        for (int64_t c = first; c <= last; ++c) {
           const double w = std::exp(logits[c] - max_logit);
           sum += w;
           const uint16_t* vp = v + b * p.v.batch + c * p.v.seq + kv * p.v.head;
@@ -68,6 +79,8 @@ const JitModule& reference_module() {
 }  // namespace
 
 RefResult reference_attention_gpu(const RefProblem& p, CUdeviceptr q, CUdeviceptr k, CUdeviceptr v) {
+  if (p.window_left >= 0 || p.window_right >= 0 || p.softcap > 0 || !p.sinks.empty())
+    throw std::invalid_argument("reference_attention_gpu: no variants; use reference_attention_cpu");
   const size_t no = p.batch * p.seqlen_q * p.heads_q * p.head_dim_v, nl = p.batch * p.heads_q * p.seqlen_q;
   DeviceBuffer o(no * 4), lse(nl * 4);
   const CUfunction fn = reference_module().function("attention_ref");

@@ -1,7 +1,8 @@
 // Reference attention for the correctness tests: float64 on the CPU over host copies (small shapes) and a
 // simple float32 GPU kernel (verify/kernels/reference/attention_ref.cu) for large ones. Both follow the
 // correctness contract (docs/correctness.md): element strides, GQA (kv head = h / (h_q / h_kv)), causal
-// bottom-right, LSE in natural log, rows without keys give O = 0 and LSE = -inf.
+// and windows bottom-right, softcapping and sinks (CPU), LSE in natural log, rows without keys give O = 0
+// and LSE = -inf (the sink's logit with sinks).
 #pragma once
 
 #include <cuda.h>
@@ -18,6 +19,9 @@ struct RefProblem {
   int64_t batch = 1, seqlen_q = 1, seqlen_k = 1, heads_q = 1, heads_kv = 1, head_dim = 64, head_dim_v = 64;
   DType dtype = DType::bf16;
   bool causal = false;
+  int64_t window_left = -1, window_right = -1;  // sliding window (fa4::AttentionParams), -1: unbounded
+  double softcap = 0;        // > 0: scores become softcap * tanh(score / softcap)
+  std::vector<double> sinks; // one logit per q head joining each row's denominator (empty: none)
   double scale = 0;          // the softmax scale the kernel used (already resolved, never 0)
   Strides q, k, v;           // element strides of the inputs (resolved, never all-zero)
 
@@ -35,7 +39,8 @@ struct RefResult {
 RefResult reference_attention_cpu(const RefProblem& p, const uint16_t* q, const uint16_t* k, const uint16_t* v);
 
 // Float32 reference on the current context's device; q, k, v are device pointers with p's strides.
-// Compiles the reference kernel once per process. Synchronises.
+// Compiles the reference kernel once per process. Synchronises. No variants (window, softcap, sinks): those
+// are checked against the CPU reference.
 RefResult reference_attention_gpu(const RefProblem& p, CUdeviceptr q, CUdeviceptr k, CUdeviceptr v);
 
 }  // namespace fa4::verify

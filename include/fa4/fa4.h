@@ -75,6 +75,11 @@ typedef struct fa4_serving {
   int32_t num_splits;             /* 1: never split; n > 1: n parts; 0: the library decides (needs a workspace) */
   void* workspace;                /* device memory, 256-byte aligned: fa4_workspace_size bytes */
   size_t workspace_bytes;
+  /* Variants (fa4::AttentionParams); all-zero: none. */
+  int32_t window;                 /* non-zero: a sliding window, bottom-right aligned, of these sides ... */
+  int64_t window_left, window_right; /* ... each -1 (unbounded) or >= 0 */
+  float softcap;                  /* > 0: scores become softcap * tanh(score / softcap); 0: off */
+  const float* sinks;             /* fp32 [heads_q] on the device: a logit per q head in every row's denominator */
 } fa4_serving;
 
 /* Prewarm entry with the serving flags (fa4::KernelConfig): varlen (cu_seqlens_q/k or seqused_k set), paged
@@ -85,6 +90,7 @@ typedef struct fa4_config_ex {
   int32_t arch;          /* compute capability x10; 0: current device */
   int32_t varlen, paged, split;
   int32_t decode;        /* decode shapes: seqlen_q * q_heads_per_kv <= 32 (fa4::KernelConfig::decode) */
+  int32_t window, softcap, sinks; /* the variants in use */
 } fa4_config_ex;
 
 /* One partial attention state of fa4_merge: O (dtype of the merge) and its natural-log LSE (fp32). */

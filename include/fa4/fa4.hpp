@@ -51,6 +51,20 @@ struct AttentionParams {
   // most ~2.36e38); negative scales and -0 are rejected (the kernels subtract the raw logits' row maximum).
   float softmax_scale = 0.f;
 
+  // ---- Variants (docs/correctness.md); each changes the kernel only when used. ----
+  // Sliding window, bottom-right aligned like causal: query token t sees key c when
+  // t + seqlen_k - seqlen_q - window_left <= c <= t + seqlen_k - seqlen_q + window_right; -1 leaves that side
+  // unbounded. causal is (-1, 0): with causal, window_right is -1 or 0.
+  int64_t window_left = -1;
+  int64_t window_right = -1;
+  // Logit softcapping: with softcap > 0 a score s = softmax_scale * q.k becomes softcap * tanh(s / softcap)
+  // before the softmax (the LSE is of the capped scores). 0: off.
+  float softcap = 0.f;
+  // Attention sinks: fp32 [heads_q] on the device, a logit per query head that joins every row's softmax
+  // denominator without a value row: O = sum_c e^(s_c) v_c / (sum_c e^(s_c) + e^sink), and the LSE includes
+  // it. With split-KV it is added once, when the parts are merged.
+  const float* sinks = nullptr;
+
   // ---- Serving shapes (docs/correctness.md). run() never reads device memory: the lengths below live on
   // the device, and seqlen_q / seqlen_k are then the longest sequence's (the caller's max_seqlen_q/k). ----
   // Ragged queries: q and o hold the sequences back to back, [total_q, heads, dim] (the strides' `batch` is
@@ -69,9 +83,10 @@ struct AttentionParams {
   int64_t num_pages = 0;
   int64_t max_pages_per_seq = 0;
   // Split-KV: a sequence's keys are cut into parts computed in parallel, then merged. 1: never. n > 1: n
-  // parts. 0: the library decides; a decode-length sequence (its query rows fit one tile) is cut into parts
-  // of a fixed number of KV blocks, others are not cut. Either way a sequence's parts depend only on its own
-  // lengths: its result is the same whatever else is in the batch, and the same from run to run.
+  // parts. 0: the library decides; a decode sequence (seqlen_q * heads_q / heads_kv <= kDecodeMaxRows) is cut
+  // into parts of at least 512 keys, at most one CTA per SM over its kv heads; others are not cut. Either way
+  // a sequence's parts depend only on its own lengths (and the device): its result is the same whatever else
+  // is in the batch, and the same from run to run.
   int num_splits = 0;
   void* workspace = nullptr;              // device memory for the partial results: Attention::workspace_size
   size_t workspace_bytes = 0;
@@ -149,6 +164,9 @@ struct FA4_API KernelConfig {
   bool paged = false;          // a paged KV cache (page_table set)
   bool split = false;          // split-KV (num_splits != 1)
   bool decode = false;         // decode shapes: seqlen_q * q_heads_per_kv <= kDecodeMaxRows (see decode_shape)
+  bool window = false;         // a sliding window (window_left or window_right >= 0)
+  bool softcap = false;        // softcap > 0
+  bool sinks = false;          // attention sinks given
   Backend backend = Backend::automatic;
   int arch = 0;                // compute capability x10; 0: the current device
   std::string name() const;

@@ -84,6 +84,9 @@ struct FA4_API KernelKey {
   bool split = false;           // split-KV: partial outputs to a workspace (combine: fp32 partial states)
   bool decode = false;          // the decode kernel: a tile of a few query rows per kv head, warps splitting
                                 // the keys (KernelConfig::decode)
+  bool window = false;          // variants: a sliding window, softcapping, attention sinks
+  bool softcap = false;
+  bool sinks = false;
   DebugFault fault = DebugFault::none;
 
   std::string target() const;   // NVRTC target: "sm_80", "sm_90a", "sm_100f", ...

@@ -14,6 +14,7 @@
 
 #include "common/params.h"
 #include "portable/ptx.cuh"
+#include "portable/softmax.cuh"
 
 namespace fa4p {
 
@@ -131,12 +132,13 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_combine(co
       __syncthreads();
     }
     if (!merged || share != 0) continue;
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    float inv = sum > 0.f ? 1.f / sum : 0.f;
+    float lse = sum > 0.f ? max_lse + logf(sum) : neg_inf();
+    if (args.sinks) lse = add_sink(lse, args.sinks[head], inv);  // once, after the parts are merged
     u16* out = static_cast<u16*>(args.o.ptr) + batch * args.o.batch_stride + place * args.o.seq_stride + head * args.o.head_stride;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) out[lane + 32 * i] = float_to_half<fa4cfg::kBf16>(acc[i] * inv);
     if (fa4cfg::kWriteLse && lane == 0 && args.lse)
-      args.lse[batch * args.out_lse_batch_stride + head * args.out_lse_head_stride + place * args.out_lse_row_stride] =
-          sum > 0.f ? max_lse + logf(sum) : neg_inf();
+      args.lse[batch * args.out_lse_batch_stride + head * args.out_lse_head_stride + place * args.out_lse_row_stride] = lse;
   }
 }

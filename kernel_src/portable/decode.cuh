@@ -5,8 +5,8 @@
 //   split the keys: warp w takes the 16-key chunks w, w + W, w + 2W, ... of the CTA's keys;
 // - each warp streams its chunks through its own kKvStages-deep cp.async ring and waits only on itself
 //   (cp.async.wait_group, then __syncwarp), so no warp ever waits for another inside the loop;
-// - per chunk: S = Q K^T (16 x 16; Q re-read from smem by ldmatrix, so no registers hold it), the mask on
-//   boundary chunks only, the online softmax of the prefill kernel (softmax.cuh), O += P V;
+// - per chunk: S = Q K^T (16 x 16; Q re-read from smem by ldmatrix, so no registers hold it), softcapping,
+//   the mask on boundary chunks only (sequence tail, causal diagonal, window edges), the online softmax of the prefill kernel (softmax.cuh), O += P V;
 // - at the end the warps' states (unnormalised O, row max, row sum) meet in smem over the rings, and the CTA
 //   writes O and the LSE, or with split-KV its part's normalised fp32 O and LSE for the combine kernel.
 // A paged chunk never crosses a page (pages hold a power of two >= 16 keys, chunks start at multiples of 16),
@@ -111,10 +111,11 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
     n_end = static_cast<int>(static_cast<long long>(n_total) * (tile.split + 1) / parts);
     partial = parts > 1;
   }
-  long long key_end = min(n_end * kTileN, seqlen_k);
-  if (fa4cfg::kCausal) key_end = min(key_end, row_token(min(row0 + kRows, rows) - 1) + 1LL + diag);
-  const int chunk_end = key_end <= 0 ? 0 : static_cast<int>((key_end + kChunk - 1) / kChunk);
-  const int first_chunk = n_begin * kWarps + warp;
+  // Keys some row of the tile sees: from the first row's first key to the last row's last (tile.cuh).
+  const int last_token = row_token(min(row0 + kRows, rows) - 1);
+  const int key_end = min(n_end * kTileN, last_key(args, last_token, diag, seqlen_k) + 1);
+  const int chunk_end = key_end <= 0 ? 0 : (key_end + kChunk - 1) / kChunk;
+  const int first_chunk = max(n_begin * kWarps, first_key(args, row_token(row0), diag, seqlen_k) / kChunk) + warp;
   const int my_chunks = first_chunk < chunk_end ? (chunk_end - first_chunk + kWarps - 1) / kWarps : 0;
 
   const u16* q_seq = sequence_base(args.q, args.cu_seqlens_q, tile.batch);
@@ -163,7 +164,8 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[0][ot][e] = 0.f;
 
-  const int first_row_limit = row_token(row0) + diag;  // causal: the last key every row of the tile sees
+  const int first_row_last = last_key(args, row_token(row0), diag, seqlen_k);  // the last key every row sees ...
+  const int last_row_first = first_key(args, last_token, diag, seqlen_k);     // ... and the first
   int stage = 0;
   for (int i = 0; i < my_chunks; ++i) {
     // Chunk i has landed for every lane, and every lane is done with chunk i - 1, whose stage is refilled.
@@ -176,8 +178,9 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
     float s[1][2][4];
     qk_chunk(s, sQ, sK + stage * kKChunkBytes, lane);
     const int key0 = (first_chunk + i * kWarps) * kChunk;
-    if (key0 + kChunk > seqlen_k || (fa4cfg::kCausal && key0 + kChunk - 1 > first_row_limit))
-      mask_block(s, row0, key0, lane, seqlen_k, diag);
+    if (fa4cfg::kSoftcap) softcap_block(s, args.softcap_exp2, args.softcap_out);
+    if (key0 + kChunk > seqlen_k || key0 + kChunk - 1 > first_row_last || (fa4cfg::kWindow && key0 < last_row_first))
+      mask_block(s, row0, key0, lane, seqlen_k, diag, args);
     u32 p[1][2][2];
     softmax_block(s, p, o, row_max, row_sum, args.scale_log2);
     pv_chunk(o, p, sV + stage * kVChunkBytes, lane);
@@ -223,7 +226,11 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
       weight[w] = max == neg_inf() ? 0.f : exp2_approx((stats[w * 2 * kRows + r] - max) * args.scale_log2);
       sum += weight[w] * stats[w * 2 * kRows + kRows + r];
     }
-    const float inv = sum > 0.f ? rcp_approx(sum) : 0.f;
+    float inv = sum > 0.f ? rcp_approx(sum) : 0.f;
+    const float kLn2 = 0.693147180559945309f;
+    float lse = sum > 0.f ? (max * args.scale_log2 + log2_approx(sum)) * kLn2 : neg_inf();
+    const int token = row_token(row), head = row_head(group, row);
+    if (fa4cfg::kSinks && !partial) lse = add_sink(lse, args.sinks[head], inv);  // split: in the combine
     float acc[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[j] = 0.f;
@@ -237,9 +244,6 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
     }
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[j] *= inv;
-    const float kLn2 = 0.693147180559945309f;
-    const float lse = sum > 0.f ? (max * args.scale_log2 + log2_approx(sum)) * kLn2 : neg_inf();
-    const int token = row_token(row), head = row_head(group, row);
     const long long global_row = tile.row_base + token;
     if (partial) {
       const long long rows_per_part = args.split.partial_rows;

@@ -143,13 +143,13 @@ __device__ __forceinline__ void finish_tile(const fa4k::AttentionArgs& args, con
       float sum = row_sum[mt][h];
       sum += shfl_xor(sum, 1);
       sum += shfl_xor(sum, 2);
-      const float inv = sum > 0.f ? rcp_approx(sum) : 1.f;
+      float inv = sum > 0.f ? rcp_approx(sum) : 1.f;
       const int row = tile.row0 + warp * kRowsPerWarp + mt * 16 + (lane >> 2) + 8 * h;
       const int token = row_token(row), head = row_head(tile.group, row);
       const long long global_row = tile.row_base + token;
       const float kLn2 = 0.693147180559945309f;
-      const float lse = sum > 0.f ? (row_max[mt][h] * args.scale_log2 + log2_approx(sum)) * kLn2 : neg_inf();
-      if (partial) {
+      float lse = sum > 0.f ? (row_max[mt][h] * args.scale_log2 + log2_approx(sum)) * kLn2 : neg_inf();
+      if (partial) {  // the sinks join once the parts are merged (combine.cuh)
         if (row >= rows) continue;
         const long long part = static_cast<long long>(tile.split) * args.heads_q;
         const long long rows_per_part = args.split.partial_rows;
@@ -164,6 +164,7 @@ __device__ __forceinline__ void finish_tile(const fa4k::AttentionArgs& args, con
         }
         continue;
       }
+      if (fa4cfg::kSinks) lse = add_sink(lse, args.sinks[head], inv);
       if (fa4cfg::kWriteLse && (lane & 3) == 0 && row < rows) {
         const long long index = args.cu_seqlens_q ? head * total_rows + global_row
                                                   : (static_cast<long long>(tile.batch) * args.heads_q + head) * args.seqlen_q + token;
@@ -217,21 +218,18 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_f
   const int row0 = tile.row0;
   if (row0 >= rows) return;  // a shorter sequence of a ragged batch: no rows here
   if (tile.seqlen_q <= args.decode_seqlen_q) return;  // a decode sequence of a ragged batch: the decode kernel's
-  const int diag = seqlen_k - tile.seqlen_q;  // token t sees keys c <= t + diag (causal)
+  const int diag = seqlen_k - tile.seqlen_q;  // bottom-right alignment: token t's diagonal is key t + diag
 
-  // KV blocks [n_begin, n_end): all of them, or for causal those left of the tile's last token's diagonal;
-  // with kSplit, this part's share of the sequence's blocks.
+  // KV blocks [n_begin, n_end): those holding a key some row of the tile sees (the first row sees the
+  // lowest, the last row the highest: tile.cuh's key ranges); with kSplit, within this part's share.
   const int n_total = (seqlen_k + kTileN - 1) / kTileN;
-  int n_end = n_total;
-  if (fa4cfg::kCausal) {
-    const long long visible = static_cast<long long>(row_token(min(row0 + kTileM, rows) - 1)) + 1 + diag;  // keys < visible
-    n_end = visible <= 0 ? 0 : static_cast<int>(min(static_cast<long long>(n_end), (visible + kTileN - 1) / kTileN));
-  }
-  int n_begin = 0;
+  const int last_token = row_token(min(row0 + kTileM, rows) - 1);
+  int n_end = (last_key(args, last_token, diag, seqlen_k) + kTileN) / kTileN;  // the block of the last key, + 1
+  int n_begin = first_key(args, row_token(row0), diag, seqlen_k) / kTileN;
   if (fa4cfg::kSplit) {  // part `split` of `parts` equal shares of the key blocks (an empty share writes -inf)
     const int parts = fa4k::split_parts(args.split, false, seqlen_k);
     if (tile.split >= parts) return;
-    n_begin = static_cast<int>(static_cast<long long>(n_total) * tile.split / parts);
+    n_begin = max(n_begin, static_cast<int>(static_cast<long long>(n_total) * tile.split / parts));
     n_end = min(n_end, static_cast<int>(static_cast<long long>(n_total) * (tile.split + 1) / parts));
   }
   const int n_blocks = max(n_end - n_begin, 0);
@@ -315,10 +313,12 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_f
     float s[kMTiles][kSTiles][4];
     qk_block(s, sQ, sK + stage * kKStageBytes, warp, lane);
     const int key0 = n_block * kTileN;
-    // Mask code runs only on boundary blocks: the seqlen_k tail and blocks crossing the diagonal of the
-    // tile's first token (the one with the fewest visible keys).
-    const bool boundary = key0 + kTileN > seqlen_k || (fa4cfg::kCausal && key0 + kTileN - 1 > row_token(row0) + diag);
-    if (boundary) mask_block(s, warp_row0, key0, lane, seqlen_k, diag);
+    if (fa4cfg::kSoftcap) softcap_block(s, args.softcap_exp2, args.softcap_out);
+    // Mask code runs only on boundary blocks: the seqlen_k tail, blocks past the first row's last key
+    // (causal, window) and blocks before the last row's first key (window).
+    const bool boundary = key0 + kTileN > seqlen_k || key0 + kTileN - 1 > last_key(args, row_token(row0), diag, seqlen_k) ||
+                          (fa4cfg::kWindow && key0 < first_key(args, last_token, diag, seqlen_k));
+    if (boundary) mask_block(s, warp_row0, key0, lane, seqlen_k, diag, args);
     u32 p[kMTiles][kSTiles][2];
     softmax_block(s, p, o, row_max, row_sum, args.scale_log2);
     pv_block(o, p, sV + stage * kVStageBytes, lane);

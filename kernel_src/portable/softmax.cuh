@@ -3,30 +3,54 @@
 #pragma once
 
 #include "portable/ptx.cuh"
+#include "portable/tile.cuh"
 
 namespace fa4p {
 
-// Sets S to -inf where key col > col_limit(row): keys past seqlen_k and, when causal, keys right of the
-// bottom-right diagonal (col > token + seqlen_k - seqlen_q, token = row / kGqaPack). Thread layout of an m16n8 accumulator:
-// element e sits at row lane/4 + 8 (e/2), column 2 (lane%4) + e%2.
+// Sets S to -inf where key col is outside the row's keys [first_key, last_key] (tile.cuh): keys past seqlen_k
+// and, when causal or windowed, keys outside the bottom-right aligned range of the row's token
+// (token = row / kGqaPack). Thread layout of an m16n8 accumulator: element e sits at row lane/4 + 8 (e/2),
+// column 2 (lane%4) + e%2.
 template <int M, int N>
-__device__ __forceinline__ void mask_block(float (&s)[M][N][4], int warp_row0, int key0, int lane,
-                                           int seqlen_k, int diag) {
+__device__ __forceinline__ void mask_block(float (&s)[M][N][4], int warp_row0, int key0, int lane, int seqlen_k,
+                                           int diag, const fa4k::AttentionArgs& a) {
 #pragma unroll
   for (int mt = 0; mt < M; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = warp_row0 + mt * 16 + (lane >> 2) + 8 * h;
-      int limit = seqlen_k - 1;
-      if (fa4cfg::kCausal) limit = min(limit, row / fa4cfg::kGqaPack + diag);  // the row's token
+      const int token = (warp_row0 + mt * 16 + (lane >> 2) + 8 * h) / fa4cfg::kGqaPack;
+      const int last = last_key(a, token, diag, seqlen_k);
+      const int first = first_key(a, token, diag, seqlen_k);
 #pragma unroll
       for (int nt = 0; nt < N; ++nt)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int col = key0 + nt * 8 + 2 * (lane & 3) + e;
-          if (col > limit) s[mt][nt][2 * h + e] = neg_inf();
+          if (col > last || (fa4cfg::kWindow && col < first)) s[mt][nt][2 * h + e] = neg_inf();
         }
     }
+}
+
+// Softcapping (before the mask): s = cap * tanh(s * softmax_scale / cap), tanh(x) = 1 - 2 / (e^(2x) + 1)
+// through exp2 and rcp (about 1e-6 relative; tanh.approx would give 2^-11). exp2 overflowing to +inf gives
+// cap, underflowing to 0 gives -cap.
+template <int M, int N>
+__device__ __forceinline__ void softcap_block(float (&s)[M][N][4], float exp2_scale, float cap) {
+#pragma unroll
+  for (int mt = 0; mt < M; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < N; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[mt][nt][e] = fmaf(-2.f * cap, rcp_approx(exp2_approx(s[mt][nt][e] * exp2_scale) + 1.f), cap);
+}
+
+// Attention sinks: the sink's logit joins a finished row's denominator. Returns the row's new LSE (natural
+// log) and scales `o_scale` by exp(lse - new lse); a row without keys (LSE -inf) keeps O = 0 and gets the sink's LSE.
+__device__ __forceinline__ float add_sink(float lse, float sink, float& o_scale) {
+  const float top = fmaxf(lse, sink);
+  const float with_sink = top + logf(expf(lse - top) + expf(sink - top));
+  o_scale *= expf(lse - with_sink);
+  return with_sink;
 }
 
 // Online softmax over one block, ending in P packed to 16-bit pairs. Row statistics: row_max is the raw

@@ -112,6 +112,11 @@ class _Serving(_Versioned):  # fa4_serving
         ("num_splits", ctypes.c_int32),
         ("workspace", ctypes.c_void_p),
         ("workspace_bytes", ctypes.c_size_t),
+        ("window", ctypes.c_int32),
+        ("window_left", ctypes.c_int64),
+        ("window_right", ctypes.c_int64),
+        ("softcap", ctypes.c_float),
+        ("sinks", ctypes.c_void_p),
     ]
 
 
@@ -121,6 +126,9 @@ class _ConfigEx(_Versioned):  # fa4_config_ex
         ("paged", ctypes.c_int32),
         ("split", ctypes.c_int32),
         ("decode", ctypes.c_int32),
+        ("window", ctypes.c_int32),
+        ("softcap", ctypes.c_int32),
+        ("sinks", ctypes.c_int32),
     ]
 
 
@@ -255,13 +263,14 @@ def _dtype_code(dtype):
 
 
 def config(dtype, head_dim, head_dim_v=0, causal=False, lse=False, q_heads_per_kv=1, arch=0, varlen=False,
-           paged=False, split=False, decode=False):
+           paged=False, split=False, decode=False, window=False, softcap=False, sinks=False):
     """A prewarm configuration (fa4_config_ex). arch 0 means the current device. The serving flags: varlen
     (cu_seqlens_q/k or seqused_k given), paged (page_table given), split (split-KV: num_splits > 1, or 0
     with a workspace), decode (seqlen_q * q_heads_per_kv <= 32: the decode kernel; a ragged batch with
-    longer sequences runs both it and the prefill kernel)."""
+    longer sequences runs both it and the prefill kernel), and the variants in use: window, softcap, sinks."""
     return dict(dtype=dtype, head_dim=head_dim, head_dim_v=head_dim_v, causal=causal, lse=lse,
-                q_heads_per_kv=q_heads_per_kv, arch=arch, varlen=varlen, paged=paged, split=split, decode=decode)
+                q_heads_per_kv=q_heads_per_kv, arch=arch, varlen=varlen, paged=paged, split=split, decode=decode,
+                window=window, softcap=softcap, sinks=sinks)
 
 
 def config_for(q, k, v, causal=False, return_lse=False, varlen=False, paged=False, split=False, decode=False):
@@ -330,7 +339,7 @@ class _Call:
 
     def __init__(self, torch, q, k, v, out=None, causal=False, softmax_scale=None, return_lse=False,
                  cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqused_k=None,
-                 page_table=None, num_splits=0):
+                 page_table=None, num_splits=0, window=None, softcap=0.0, sinks=None):
         _cuda_tensor(torch, "q", q, q)
         _cuda_tensor(torch, "k", k, q)
         _cuda_tensor(torch, "v", v, q)
@@ -396,7 +405,17 @@ class _Call:
         if paged:
             s.num_pages, s.page_size, s.max_pages_per_seq = k.shape[0], k.shape[1], table.shape[1]
         s.num_splits = _int32("num_splits", num_splits)
+        if window is not None:  # (left, right), each -1 (unbounded) or >= 0
+            s.window = 1
+            s.window_left, s.window_right = (int(side) for side in window)
+        s.softcap = float(softcap)
+        if sinks is not None:
+            if not isinstance(sinks, torch.Tensor) or sinks.dtype != torch.float32 or sinks.device != device \
+                    or tuple(sinks.shape) != (hq,) or not sinks.is_contiguous():
+                raise _invalid("sinks: must be a contiguous float32 tensor [%d] on %s, got %s" % (hq, device, _describe(sinks)))
+            s.sinks = sinks.data_ptr()
         self.params, self.serving, self.out, self.lse, self.device = p, s, out, lse, device
+        self.sinks = sinks  # alive until the launch
 
     def wants_workspace(self):
         """Whether run() asks for a workspace when given none: any split-KV call (the library's
@@ -459,14 +478,15 @@ class Attention:
             slot.lse = int(bool(c.get("lse", False)))
             slot.q_heads_per_kv = _int32(field + "q_heads_per_kv", c.get("q_heads_per_kv", 1))
             slot.arch = _int32(field + "arch", c.get("arch", 0))
-            slot.varlen, slot.paged, slot.split, slot.decode = (
-                int(bool(c.get(flag, False))) for flag in ("varlen", "paged", "split", "decode"))
+            flags = ("varlen", "paged", "split", "decode", "window", "softcap", "sinks")
+            for flag in flags:
+                setattr(slot, flag, int(bool(c.get(flag, False))))
         # On failure fa4_prewarm_ex returns the first failing configuration's code and message.
         _check(self._lib.fa4_prewarm_ex(handle, array, len(configs), None))
 
     def run(self, q, k, v, out=None, causal=False, softmax_scale=None, return_lse=False, stream=None, *,
             cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqused_k=None,
-            page_table=None, num_splits=0, workspace=None):
+            page_table=None, num_splits=0, workspace=None, window=None, softcap=0.0, sinks=None):
         """Attention of q [b, s_q, h_q, d] over k [b, s_k, h_kv, d], v [b, s_k, h_kv, dv] (CUDA tensors,
         bf16 or fp16, last dim contiguous). Causal is bottom-right aligned, per sequence. Writes `out`
         (allocated when None) and returns it, or (out, lse) with lse fp32 [b, h_q, s_q] when return_lse.
@@ -482,13 +502,17 @@ class Attention:
             that synchronises; pass them under CUDA graph capture), or with a page table its row's capacity.
           num_splits: 1 never splits the keys, n > 1 cuts each sequence into n parts, 0 lets the library cut
             decode sequences (it needs a workspace for that).
-          workspace: device memory for split-KV (any contiguous tensor; workspace_size() bytes). None: one is
-            allocated per call for num_splits > 1, and for num_splits 0 when every sequence is decode-length
-            (seqlen_q * h_q / h_kv <= 64 rows). Pass one to avoid the allocation, or under CUDA graphs."""
+          workspace: device memory for split-KV (any contiguous tensor; workspace_size() bytes). None: the
+            library's workspace_size() is allocated per call (0 bytes when nothing is cut). Pass one to avoid
+            the allocation, or under CUDA graphs.
+
+        Variants: window=(left, right): a sliding window, bottom-right aligned, each side -1 (unbounded) or
+        >= 0 (causal is (-1, 0)); softcap > 0: scores become softcap * tanh(score / softcap); sinks: a float32
+        tensor [h_q] of per-head logits that join every row's softmax denominator."""
         handle = self._live()
         torch = _torch("Attention.run")
         call = _Call(torch, q, k, v, out, causal, softmax_scale, return_lse, cu_seqlens_q, cu_seqlens_k,
-                     max_seqlen_q, max_seqlen_k, seqused_k, page_table, num_splits)
+                     max_seqlen_q, max_seqlen_k, seqused_k, page_table, num_splits, window, softcap, sinks)
         launch = _stream(torch, stream, call.device)
         with torch.cuda.device(call.device):  # the library works in the current context
             if workspace is None and call.wants_workspace():
@@ -503,14 +527,14 @@ class Attention:
 
     def workspace_size(self, q, k, v, out=None, causal=False, softmax_scale=None, return_lse=False, *,
                        cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqused_k=None,
-                       page_table=None, num_splits=0):
+                       page_table=None, num_splits=0, window=None, softcap=0.0, sinks=None):
         """The workspace bytes run() with these arguments needs (0: none). With num_splits 0, the size a
         workspace must have for the library to cut decode sequences. Size it once for the largest batch and
         lengths served, and pass it to every run() (CUDA graphs)."""
         handle = self._live()
         torch = _torch("Attention.workspace_size")
         call = _Call(torch, q, k, v, out, causal, softmax_scale, return_lse, cu_seqlens_q, cu_seqlens_k,
-                     max_seqlen_q, max_seqlen_k, seqused_k, page_table, num_splits)
+                     max_seqlen_q, max_seqlen_k, seqused_k, page_table, num_splits, window, softcap, sinks)
         with torch.cuda.device(call.device):
             return self._workspace_bytes(handle, call)
 

@@ -391,6 +391,18 @@ std::vector<Case> bad_inputs() {
         p.total_k = 300;
       }),
       params_case("page_size without page_table", "page_table", [](P& p) { p.page_size = 64; }),
+      params_case("window_left -2", "window_left", [](P& p) { p.window_left = -2; }),
+      params_case("window_right -7", "window_right", [](P& p) { p.window_right = -7; }),
+      params_case("window_left 2^31", "window_left", [](P& p) { p.window_left = int64_t{1} << 31; }),
+      params_case("causal with window_right 3", "window_right", [](P& p) {
+        p.causal = true;
+        p.window_right = 3;
+      }),
+      params_case("softcap -1", "softcap", [](P& p) { p.softcap = -1.f; }),
+      params_case("softcap NaN", "softcap", [](P& p) { p.softcap = std::nanf(""); }),
+      params_case("softcap inf", "softcap", [](P& p) { p.softcap = INFINITY; }),
+      params_case("softcap 1e-45 (scale / cap overflows)", "softcap", [](P& p) { p.softcap = 1e-45f; }),
+      params_case("sinks misaligned", "sinks", [](P& p) { p.sinks = reinterpret_cast<const float*>(uintptr_t{0x1002}); }),
       params_case("num_splits -1", "num_splits", [](P& p) { p.num_splits = -1; }),
       params_case("num_splits 257", "num_splits", [](P& p) { p.num_splits = 257; }),
       params_case("workspace misaligned", "workspace", [](P& p) {

@@ -51,6 +51,15 @@ std::vector<CompileCase> all_cases() {
         out.push_back({c, arch});
       }
     }
+  // The variants (window, softcap, sinks) together, on both kernels, every head dim, with split-KV.
+  for (KernelConfig c : supported_configs(Backend::portable, 90)) {
+    if (c.dtype != DType::bf16 || c.lse != c.causal) continue;
+    for (bool decode : {false, true}) {
+      c.q_heads_per_kv = decode ? 8 : 4, c.split = true, c.varlen = true, c.decode = decode;
+      c.window = c.softcap = c.sinks = true;
+      out.push_back({c, 90});
+    }
+  }
   return out;
 }
 

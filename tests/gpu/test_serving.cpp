@@ -30,6 +30,11 @@ struct ServingCase {
   int cache_slack = 0;       // keys stored past each sequence's used length (seqused_k)
   int num_splits = 1;
   bool workspace = false;
+  int window_left = -1, window_right = -1;  // variants (AttentionParams)
+  float softcap = 0;
+  float sink_mean = 0;  // with `sinks`: per q head logits around this
+  bool sinks = false;
+  float q_scale = 1;    // |q| elements up to this (large: extreme logits)
   size_t workspace_short = 0;  // bytes fewer than workspace_size() asks for
 };
 
@@ -83,7 +88,11 @@ class Serving {
     const int stored_max = max_k + c_.cache_slack;
     // Q and O: packed [total, h, d] (ragged) or [b, max_q, h, d] (every sequence max_q long).
     rows_ = c_.ragged_q ? cu_q_.back() : b * max_q_;
-    q_host_ = random_halves(c_.dtype, static_cast<size_t>(std::max(rows_, 1)) * hq * c_.d, 1.f, rng_());
+    q_host_ = random_halves(c_.dtype, static_cast<size_t>(std::max(rows_, 1)) * hq * c_.d, c_.q_scale, rng_());
+    if (c_.sinks) {
+      std::normal_distribution<float> around(c_.sink_mean, 2.f);
+      for (int h = 0; h < hq; ++h) sinks_.push_back(around(rng_));
+    }
     o_elems_ = static_cast<size_t>(std::max(rows_, 1)) * hq * c_.dv;
     // K/V: per sequence, stored_i = seqlens_k[i] + slack keys: packed (ragged), dense [b, stored_max], or
     // paged through a page table into a shuffled pool.
@@ -153,6 +162,10 @@ class Serving {
       table_dev_ = DeviceBuffer(table_.size() * 4);
       table_dev_.upload(table_);
     }
+    if (c_.sinks) {
+      sinks_dev_ = DeviceBuffer(sinks_.size() * 4);
+      sinks_dev_.upload(sinks_);
+    }
 
     AttentionParams& p = params_;
     p.q = q_dev_.get();
@@ -187,6 +200,8 @@ class Serving {
       p.total_k = cu_k_.back();
     }
     p.num_splits = c_.num_splits;
+    p.window_left = c_.window_left, p.window_right = c_.window_right, p.softcap = c_.softcap;
+    p.sinks = c_.sinks ? static_cast<const float*>(sinks_dev_.get()) : nullptr;
   }
 
   ServingResult check() {
@@ -204,6 +219,8 @@ class Serving {
       rp.batch = 1, rp.seqlen_q = sq, rp.seqlen_k = sk, rp.heads_q = hq, rp.heads_kv = c_.heads_kv;
       rp.head_dim = c_.d, rp.head_dim_v = c_.dv, rp.dtype = c_.dtype, rp.causal = c_.causal;
       rp.scale = 1.0f / std::sqrt(static_cast<float>(c_.d));
+      rp.window_left = c_.window_left, rp.window_right = c_.window_right, rp.softcap = c_.softcap;
+      rp.sinks.assign(sinks_.begin(), sinks_.end());
       rp.q = {0, static_cast<int64_t>(hq) * c_.d, c_.d};
       rp.k = {0, static_cast<int64_t>(c_.heads_kv) * c_.d, c_.d};
       rp.v = {0, static_cast<int64_t>(c_.heads_kv) * c_.dv, c_.dv};
@@ -249,8 +266,9 @@ class Serving {
   int rows_ = 0, max_q_ = 1, max_pages_ = 1, num_pages_ = 0;
   size_t o_elems_ = 0, lse_elems_ = 0;
   std::vector<uint16_t> q_host_, k_pool_, v_pool_;
+  std::vector<float> sinks_;
   std::vector<std::vector<uint16_t>> k_seq_, v_seq_;
-  DeviceBuffer q_dev_, k_dev_, v_dev_, o_dev_, lse_dev_, cu_q_dev_, cu_k_dev_, used_dev_, table_dev_, workspace_;
+  DeviceBuffer q_dev_, k_dev_, v_dev_, o_dev_, lse_dev_, cu_q_dev_, cu_k_dev_, used_dev_, table_dev_, sinks_dev_, workspace_;
 };
 
 std::vector<ServingCase> serving_cases() {
@@ -340,6 +358,59 @@ std::vector<ServingCase> serving_cases() {
     c.seqlens_q = {1, 3};
     c.seqlens_k = {40000, 9000};
     c.num_splits = 0, c.workspace = true;
+    add(c);
+    // Variants (issue 11): windows narrower than a block and a chunk, with sq != sk and rows that see no key;
+    // softcapping of extreme logits; sinks that dominate their rows; all of them with GQA, causal, paged
+    // KV and split-KV, on the prefill and the decode kernel.
+    c = ServingCase{};
+    c.name = "window_prefill" + m;
+    c.causal = causal, c.window_left = 37, c.window_right = causal ? 0 : 5, c.heads_q = 8, c.heads_kv = 2;
+    c.seqlens_q = {130, 1, 77, 300};
+    c.seqlens_k = {130, 200, 40, 257};
+    add(c);
+    c.name = "window_left_only_fp16" + m;
+    c.dtype = DType::fp16, c.window_left = 500, c.window_right = -1;
+    c.seqlens_q = {700, 64};
+    c.seqlens_k = {900, 64};
+    add(c);
+    c = ServingCase{};
+    c.name = "window_decode_narrow" + m;
+    c.causal = causal, c.window_left = 5, c.window_right = causal ? -1 : 3, c.heads_q = 32, c.heads_kv = 8;
+    c.seqlens_q = {4, 1, 2};
+    c.seqlens_k = {3000, 3, 700};
+    c.num_splits = 0, c.workspace = true;
+    add(c);
+    c = ServingCase{};
+    c.name = "softcap_extreme" + m;
+    c.causal = causal, c.softcap = 30, c.q_scale = 64, c.heads_q = 4, c.heads_kv = 4;  // |logits| to ~60
+    c.seqlens_q = {200, 1, 3};
+    c.seqlens_k = {300, 2000, 5000};
+    add(c);
+    c.name = "softcap_decode" + m;
+    c.heads_q = 16, c.heads_kv = 2, c.softcap = 5, c.num_splits = 0, c.workspace = true;
+    c.seqlens_q = {1, 2};
+    add(c);
+    c = ServingCase{};
+    c.name = "sinks_dominant" + m;
+    c.causal = causal, c.sinks = true, c.sink_mean = 12, c.heads_q = 8, c.heads_kv = 2;
+    c.seqlens_q = {100, 1, 0, 5};
+    c.seqlens_k = {100, 1000, 4, 0};
+    add(c);
+    for (int splits : {0, 5}) {
+      c = ServingCase{};
+      c.name = "variants_all_decode_paged_splits" + std::to_string(splits) + m;
+      c.causal = causal, c.window_left = 300, c.softcap = 20, c.sinks = true, c.heads_q = 32, c.heads_kv = 8;
+      c.paged = true, c.page_size = 64, c.num_splits = splits, c.workspace = true;
+      c.seqlens_q = {1, 4, 2, 1};
+      c.seqlens_k = {1500, 37, 4100, 0};
+      add(c);
+    }
+    c = ServingCase{};
+    c.name = "variants_all_prefill_split" + m;
+    c.causal = causal, c.window_left = 100, c.window_right = causal ? 0 : 20, c.softcap = 10, c.sinks = true;
+    c.heads_q = 8, c.heads_kv = 2, c.num_splits = 3, c.workspace = true;
+    c.seqlens_q = {150, 1, 64};
+    c.seqlens_k = {400, 900, 64};
     add(c);
     // Split-KV on prefill (explicit parts) and with every head dim.
     for (auto [d, dv] : {std::pair{32, 32}, {96, 96}, {192, 128}, {256, 256}}) {
