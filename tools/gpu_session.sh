@@ -157,6 +157,7 @@ if wanted decode-peers; then
   [ "${GPU_SESSION_DECODE_FULL:-0}" = 1 ] && rows=(--reps 10)
   run_stage decode-peers 560 120 "page 64|SKIPPED" python3 bench/bench_decode.py ${rows[@]+"${rows[@]}"}
   run_stage ragged 120 20 "^\| (no|yes) |SKIPPED" python3 bench/bench_ragged.py
+  run_stage variants 120 20 "^\| decode window|SKIPPED" python3 bench/bench_variants.py
 fi
 
 if wanted attention; then

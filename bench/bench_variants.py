@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""What a variant costs: fa4rt with a sliding window, softcapping or attention sinks against the same call
+without it, on the work each does (target: within 5%).
+
+Prefill: 1 x 16384 tokens, 16 heads, head_dim 128, bf16, TFLOP/s over the (query, key) pairs each call
+computes: 4 * d * pairs (a window counts only the pairs inside it; its baseline is causal, the window's
+right side). Decode: 64 sequences x 4096 keys, GQA 32/8, num_splits 0 with a workspace, K+V GB/s over the
+keys each call reads (a window's: the last window_left + 1). Times: CUDA events around 10 calls after a
+warm-up, the median of 5. Every output is finite (a NaN or inf fails the row).
+
+    FA4_LIB=build/libfa4rt.so python3 bench/bench_variants.py
+"""
+
+import os
+import statistics
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+import fa4rt  # noqa: E402  (needs only ctypes)
+import peers_env  # noqa: E402
+
+
+def timed_ms(torch, call):
+    call()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(10):
+            out = call()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 10)
+    if not bool(torch.isfinite(out).all()):
+        raise RuntimeError("non-finite output")
+    return statistics.median(times)
+
+
+def row(name, value, base, unit):
+    print("| %s | %.1f %s | %.1f %s | %.3f |" % (name, value, unit, base, unit, value / base), flush=True)
+
+
+def main():
+    env = peers_env.torch_or_skip()
+    if env is None:
+        return 77
+    torch = env[0]
+    attn = fa4rt.Attention()
+    print("fa4rt %s, torch %s, %s\n" % (fa4rt.version(), torch.__version__, torch.cuda.get_device_name()))
+    print("| variant | with it | without | ratio |\n|---|---|---|---|")
+
+    # Prefill.
+    s, h, d = 16384, 16, 128
+    q, k, v = (torch.randn(1, s, h, d, device="cuda").to(torch.bfloat16) for _ in "qkv")
+    sinks = torch.randn(h, device="cuda")
+    out = torch.empty_like(q)
+    full_pairs, causal_pairs = s * s, s * (s + 1) // 2
+    left = 4095
+    window_pairs = sum(min(t, left) + 1 for t in range(s))
+
+    def prefill_tflops(pairs, **kw):
+        return 4 * d * h * pairs / timed_ms(torch, lambda: attn.run(q, k, v, out=out, **kw)) / 1e9
+
+    base = prefill_tflops(full_pairs)
+    base_causal = prefill_tflops(causal_pairs, causal=True)
+    row("prefill softcap 30", prefill_tflops(full_pairs, softcap=30.0), base, "TFLOP/s")
+    row("prefill sinks", prefill_tflops(full_pairs, sinks=sinks), base, "TFLOP/s")
+    row("prefill window (4095, 0) vs causal", prefill_tflops(window_pairs, window=(left, 0)), base_causal, "TFLOP/s")
+    row("prefill all three, causal", prefill_tflops(window_pairs, window=(left, 0), softcap=30.0, sinks=sinks),
+        base_causal, "TFLOP/s")
+
+    # Decode.
+    b, keys, hq, hkv = 64, 4096, 32, 8
+    q = torch.randn(b, 1, hq, d, device="cuda").to(torch.bfloat16)
+    k, v = (torch.randn(b, keys, hkv, d, device="cuda").to(torch.bfloat16) for _ in "kv")
+    sinks = torch.randn(hq, device="cuda")
+    out = torch.empty_like(q)
+    ws = torch.empty(attn.workspace_size(q, k, v, num_splits=0), dtype=torch.uint8, device="cuda")
+
+    def decode_gbs(read_keys, **kw):
+        kv_bytes = 2 * b * read_keys * hkv * d * 2
+        return kv_bytes / timed_ms(torch, lambda: attn.run(q, k, v, out=out, num_splits=0, workspace=ws, **kw)) / 1e6
+
+    base = decode_gbs(keys)
+    row("decode softcap 30", decode_gbs(keys, softcap=30.0), base, "GB/s")
+    row("decode sinks", decode_gbs(keys, sinks=sinks), base, "GB/s")
+    row("decode window (2047, -1)", decode_gbs(2048, window=(2047, -1)), base, "GB/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
