@@ -243,6 +243,8 @@ fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, v
   a.cu_seqlens_k = p.cu_seqlens_k;
   a.seqused_k = p.seqused_k;
   a.sinks = p.sinks;  // added once, to the merged rows
+  a.window_left = static_cast<int>(p.window_left);
+  a.window_right = static_cast<int>(p.causal ? 0 : p.window_right);  // as make_kernel_args
   a.seqlen_k = static_cast<int>(p.seqlen_k);
   a.decode_seqlen_q = problem.decode_seqlen_q;
   a.rule = rule;

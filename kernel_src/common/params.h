@@ -47,6 +47,24 @@ FA4_PARAMS_HD int split_parts(const SplitRule& r, bool decode_sequence, int seql
   return parts < 1 ? 1 : parts < r.max_parts ? parts : r.max_parts;
 }
 
+// The KV blocks (of tile_n keys) holding the keys any query of a sequence sees, [first, first + count):
+// all of them, or a sliding window's span (window_right 0 for causal; -1: unbounded). Split-KV cuts this
+// span, so a window's parts hold only keys it reads.
+struct KeyBlocks {
+  int first, count;
+};
+FA4_PARAMS_HD KeyBlocks key_blocks(int seqlen_q, int seqlen_k, int window_left, int window_right, int tile_n) {
+  const long long diag = static_cast<long long>(seqlen_k) - seqlen_q;
+  long long lo = window_left >= 0 ? diag - window_left : 0;
+  long long hi = window_right >= 0 ? seqlen_q - 1 + diag + window_right : seqlen_k - 1;
+  lo = lo < 0 ? 0 : lo;
+  hi = hi > seqlen_k - 1 ? seqlen_k - 1 : hi;
+  KeyBlocks b;
+  b.first = static_cast<int>(lo / tile_n);
+  b.count = hi < lo ? 0 : static_cast<int>(hi / tile_n) - b.first + 1;
+  return b;
+}
+
 struct AttentionArgs {
   TensorArgs q, k, v, o;     // ragged q/o: seq_stride steps over the packed rows (batch_stride unused);
                              // paged k/v: batch_stride steps over pages, seq_stride over a page's slots
@@ -118,6 +136,7 @@ struct CombineArgs {
   const int* cu_seqlens_k;
   const int* seqused_k;
   int seqlen_k, decode_seqlen_q;
+  int window_left, window_right;  // the attention's (key_blocks: a window's parts)
   SplitRule rule;
   const float* sinks;        // after split-KV: the attention sinks, added once to each merged row (null: none)
 };

@@ -81,7 +81,9 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_combine(co
         const int seqlen_k = args.seqused_k     ? args.seqused_k[seq]
                              : args.cu_seqlens_k ? args.cu_seqlens_k[seq + 1] - args.cu_seqlens_k[seq]
                                                  : args.seqlen_k;
-        n_states = fa4k::split_parts(args.rule, seqlen_q <= args.decode_seqlen_q, seqlen_k);
+        const fa4k::KeyBlocks span =
+            fa4k::key_blocks(seqlen_q, seqlen_k, args.window_left, args.window_right, args.rule.tile_n);
+        n_states = fa4k::split_parts(args.rule, seqlen_q <= args.decode_seqlen_q, span.count * args.rule.tile_n);
       }
       merged = !args.split || n_states > 1;
       if (merged) {

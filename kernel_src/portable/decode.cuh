@@ -101,14 +101,15 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
 
   // The CTA's keys: its part's KV blocks (all of them without split-KV), for causal only those left of the
   // tile's last row's diagonal; then this warp's chunks of them.
-  const int n_total = (seqlen_k + kTileN - 1) / kTileN;
-  int n_begin = 0, n_end = n_total;
+  // The sequence's key blocks (a window's span), then this part's share of them.
+  const fa4k::KeyBlocks span = fa4k::key_blocks(tile.seqlen_q, seqlen_k, args.window_left, args.window_right, kTileN);
+  int n_begin = span.first, n_end = span.first + span.count;
   bool partial = false;  // a part of a cut sequence: normalised fp32 O and LSE to the workspace
   if (fa4cfg::kSplit) {
-    const int parts = fa4k::split_parts(args.split, true, seqlen_k);
+    const int parts = fa4k::split_parts(args.split, true, span.count * kTileN);
     if (tile.split >= parts) return;
-    n_begin = static_cast<int>(static_cast<long long>(n_total) * tile.split / parts);
-    n_end = static_cast<int>(static_cast<long long>(n_total) * (tile.split + 1) / parts);
+    n_begin = span.first + static_cast<int>(static_cast<long long>(span.count) * tile.split / parts);
+    n_end = span.first + static_cast<int>(static_cast<long long>(span.count) * (tile.split + 1) / parts);
     partial = parts > 1;
   }
   // Keys some row of the tile sees: from the first row's first key to the last row's last (tile.cuh).
