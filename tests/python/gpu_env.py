@@ -29,3 +29,9 @@ def torch_or_skip():
     except OSError as e:
         skip(str(e))
     return torch
+
+
+def banner(torch):
+    """The library, PyTorch and device a test ran on (its first output line)."""
+    return "fa4rt %s (%s), torch %s, %s" % (fa4rt.version(), fa4rt.library_path(), torch.__version__,
+                                          torch.cuda.get_device_name())

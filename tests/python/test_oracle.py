@@ -11,7 +11,7 @@ Exit status: 0 pass, 1 fail, 77 skipped (prints "SKIPPED: reason"). Run: python3
 import math
 import sys
 
-from gpu_env import fa4rt, torch_or_skip  # noqa: E402
+from gpu_env import banner, fa4rt, torch_or_skip  # noqa: E402
 
 torch = torch_or_skip()
 import torch.nn.functional as F  # noqa: E402
@@ -176,8 +176,7 @@ def check_invalid_input_writes_nothing(attn):
 
 
 def main():
-    print("fa4rt %s (%s), torch %s, %s" % (fa4rt.version(), fa4rt.library_path(), torch.__version__,
-                                          torch.cuda.get_device_name()))
+    print(banner(torch))
     attn = fa4rt.Attention()
     passed = 0
     for i, c in enumerate(CASES):

@@ -11,7 +11,7 @@ import math
 import sys
 import random
 
-from gpu_env import fa4rt, torch_or_skip  # noqa: E402
+from gpu_env import banner, fa4rt, torch_or_skip  # noqa: E402
 
 torch = torch_or_skip()
 
@@ -202,8 +202,7 @@ def report(name, errors):
 
 
 def main():
-    print("fa4rt %s (%s), torch %s, %s" % (fa4rt.version(), fa4rt.library_path(), torch.__version__,
-                                          torch.cuda.get_device_name()))
+    print(banner(torch))
     attn = fa4rt.Attention()
     passed = 0
     for i, c in enumerate(CASES):
