@@ -522,9 +522,13 @@ PrewarmReport Attention::prewarm(const std::vector<KernelConfig>& configs,
         const KernelKey key = impl_->key_for(config, arch);
         cache::Origin origin = cache::Origin::memory;
         impl_->build(key, &origin);
+        // A split-KV kernel's parts are merged by the fp32 combine kernel: ready it too.
+        const KernelKey merge = combine_key(key, arch, /*f32_states=*/true);
+        if (key.split) impl_->build(merge, nullptr);
         if (state && arch == state->device.arch) {
           check_runnable(key.backend, arch);
           impl_->load(*state, key, config);
+          if (key.split) impl_->load(*state, merge, combine_config(merge));
         }
         std::lock_guard guard(report_mutex);
         (origin == cache::Origin::compiled ? report.compiled : report.from_cache)++;

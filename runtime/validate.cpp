@@ -177,8 +177,8 @@ Problem validate(const AttentionParams& in) {
       fail(field, "must be -1 (unbounded) or in [0, 2^31), got " + std::to_string(side));
   if (p.causal && p.window_right > 0)
     fail("window_right", "must be -1 or 0 with causal (causal is window_right 0), got " + std::to_string(p.window_right));
-  if (!std::isfinite(p.softcap) || p.softcap < 0)
-    fail("softcap", "must be 0 (off) or positive and finite, got " + show(p.softcap));
+  if (!std::isfinite(p.softcap) || p.softcap < 0 || !std::isfinite(2 * p.softcap))
+    fail("softcap", "must be 0 (off) or positive with 2 * softcap finite in fp32, got " + show(p.softcap));
   if (p.softcap > 0 && !std::isfinite(2 * kLog2e * p.softmax_scale / p.softcap))
     fail("softcap", "softmax_scale / softcap must be finite in fp32, got softcap " + show(p.softcap));
   if (p.sinks) check_pointer("sinks", p.sinks, 4);

@@ -155,7 +155,8 @@ FA4_API int fa4_run_serving(fa4_attention* handle, const fa4_params* params, con
 /* *out receives the workspace bytes fa4_run_serving needs for these parameters (0: none); serving may be
  * NULL. With num_splits 0 and no workspace it is the size a workspace must have to be used. Checks the same
  * rules as fa4_run_serving (a short workspace apart) and needs a current context (the size depends on its
- * device), but launches nothing; *out is 0 on failure. Size it once for the largest batch and lengths. */
+ * device), but launches nothing; *out is 0 on failure. Size it once for the largest decode call (batch and
+ * lengths; calls with no decode-sized sequence need none: docs/correctness.md). */
 FA4_API int fa4_workspace_size(fa4_attention* handle, const fa4_params* params, const fa4_serving* serving, size_t* out);
 /* Merges partial attention states into one: LSE = log sum_s exp(LSE_s), O = sum_s exp(LSE_s - LSE) O_s
  * (cascade or shared-prefix attention, context parallelism). Asynchronous on stream. */

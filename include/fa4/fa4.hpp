@@ -84,7 +84,8 @@ struct AttentionParams {
   int64_t max_pages_per_seq = 0;
   // Split-KV: a sequence's keys are cut into parts computed in parallel, then merged. 1: never. n > 1: n
   // parts. 0: the library decides; a decode sequence (seqlen_q * heads_q / heads_kv <= kDecodeMaxRows) is cut
-  // into parts of at least 512 keys, at most one CTA per SM over its kv heads; others are not cut. Either way
+  // into one part per 512 keys (equal shares), at most one CTA per SM over its kv heads; others are not cut
+  // (the workspace is then needed only when some sequence is decode-sized). Either way
   // a sequence's parts depend only on its own lengths (and the device): its result is the same whatever else
   // is in the batch, and the same from run to run.
   int num_splits = 0;
@@ -223,8 +224,9 @@ class FA4_API Attention {
   PrewarmReport prewarm(const std::vector<KernelConfig>& configs,
                         const std::function<void(const PrewarmProgress&)>& on_progress);
 
-  // The device memory run() needs in params.workspace for these parameters (0 when it needs none). Host
-  // only (no allocation, no device read); size it once for the largest batch and lengths, then reuse it.
+  // The device memory run() needs in params.workspace for these parameters (0 when it needs none). No
+  // allocation, no launch, no device read, but a current context (the split depends on its SM count); size it
+  // once for the largest decode call (batch and lengths; prefill calls need none), then reuse it.
   size_t workspace_size(const AttentionParams& params) const;
 
   // Merges partial attention states into one (cascade or shared-prefix attention, context parallelism):

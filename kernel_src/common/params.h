@@ -21,8 +21,9 @@ struct TensorArgs {
 // kernel and the host's workspace sizing all read this one rule.
 struct SplitRule {
   int num_splits;            // > 0: every sequence in exactly this many parts
-  int split_blocks;          // num_splits 0: a decode sequence's part has at least this many KV blocks ...
-  int max_parts;             // ... and the sequence at most this many parts (longer parts when it has more blocks)
+  int split_blocks;          // num_splits 0: a decode sequence has one part per this many KV blocks (equal
+                             // shares of its blocks, so a part has about this many) ...
+  int max_parts;             // ... but at most this many parts (longer ones when it has more blocks)
   int tile_n;                // the decode kernel's keys per KV block
   // Where the parts go: o_partial / lse_partial hold partial_rows rows per part. With num_splits 0 (only
   // decode sequences, of at most seq_rows tokens, are cut) token t of sequence i is row i * seq_rows + t, so

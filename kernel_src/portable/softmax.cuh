@@ -32,8 +32,8 @@ __device__ __forceinline__ void mask_block(float (&s)[M][N][4], int warp_row0, i
 }
 
 // Softcapping (before the mask): s = cap * tanh(s * softmax_scale / cap), tanh(x) = 1 - 2 / (e^(2x) + 1)
-// through exp2 and rcp (about 1e-6 relative; tanh.approx would give 2^-11). exp2 overflowing to +inf gives
-// cap, underflowing to 0 gives -cap.
+// through exp2 and rcp: an absolute error of about cap * 1e-7 in the capped score (tanh.approx would give a
+// relative 2^-11, 0.015 at a score of 30). exp2 overflowing to +inf gives cap, underflowing to 0 gives -cap.
 template <int M, int N>
 __device__ __forceinline__ void softcap_block(float (&s)[M][N][4], float exp2_scale, float cap) {
 #pragma unroll
@@ -45,8 +45,10 @@ __device__ __forceinline__ void softcap_block(float (&s)[M][N][4], float exp2_sc
 }
 
 // Attention sinks: the sink's logit joins a finished row's denominator. Returns the row's new LSE (natural
-// log) and scales `o_scale` by exp(lse - new lse); a row without keys (LSE -inf) keeps O = 0 and gets the sink's LSE.
+// log) and scales `o_scale` by exp(lse - new lse); a row without keys (LSE -inf) keeps O = 0 and gets the
+// sink's LSE. A sink of -inf adds nothing (and must not turn -inf - -inf into NaN).
 __device__ __forceinline__ float add_sink(float lse, float sink, float& o_scale) {
+  if (sink == neg_inf()) return lse;
   const float top = fmaxf(lse, sink);
   const float with_sink = top + logf(expf(lse - top) + expf(sink - top));
   o_scale *= expf(lse - with_sink);

@@ -4,7 +4,9 @@
 
 #include <vector>
 
+#include "cache_fixtures.hpp"
 #include "fa4/fa4.hpp"
+#include "test_util.hpp"
 
 namespace fa4 {
 namespace {
@@ -62,6 +64,26 @@ TEST(PrewarmProgress, OneCallPerConfigurationMatchingTheReport) {
   ASSERT_EQ(events.size(), 2u);
   EXPECT_FALSE(events[0].compiled || events[1].compiled);
   EXPECT_EQ(again.from_cache, 2);
+}
+
+// A split-KV configuration's parts are merged by the combine kernel: prewarm builds it too (into the cache,
+// and into the current context when there is one), so a captured split call finds every kernel ready.
+TEST(PrewarmProgress, SplitConfigurationsBuildTheirCombineKernel) {
+  test::TempDir dir;
+  Options o;
+  o.cache_dir = dir.path();
+  Attention attention(o);
+  KernelConfig c;
+  c.arch = 90;
+  c.head_dim = 64;
+  c.q_heads_per_kv = 4;
+  c.decode = c.split = true;
+  const PrewarmReport report = attention.prewarm({c});
+  ASSERT_TRUE(report.failures.empty()) << report.failures[0].message;
+  EXPECT_EQ(test::files_in(dir.path()).size(), 2u) << "the decode kernel and its combine";
+  c.split = false;
+  attention.prewarm({c});
+  EXPECT_EQ(test::files_in(dir.path()).size(), 3u) << "an unsplit kernel brings no combine";
 }
 
 }  // namespace
