@@ -47,4 +47,46 @@ FA4_BLOCKS_HD BlockRange kv_block_range(int first_row, int rows, int pack, int s
   return r;
 }
 
+// The portable kernels' key ranges. Token t of a sequence sees keys [first, last] (diag = seqlen_k -
+// seqlen_q, bottom-right aligned): right is 0 for causal, a window's right side, or -1 (unbounded); left a
+// window's left side or -1. Clamped to [0, seqlen_k] and [-1, seqlen_k - 1]: empty when first > last.
+FA4_BLOCKS_HD int visible_last_key(long long token, long long diag, int seqlen_k, int right) {
+  long long last = seqlen_k - 1;
+  if (right >= 0 && token + diag + right < last) last = token + diag + right;
+  return last < -1 ? -1 : static_cast<int>(last);
+}
+FA4_BLOCKS_HD int visible_first_key(long long token, long long diag, int seqlen_k, int left) {
+  if (left < 0) return 0;
+  const long long first = token + diag - left;
+  return first < 0 ? 0 : first > seqlen_k ? seqlen_k : static_cast<int>(first);
+}
+
+// The K/V blocks a portable CTA of packed rows [first_row, first_row + rows) visits, [n_begin, n_end), and the
+// interior ones among them, [interior_begin, interior_end) (every row sees every key: no mask code); the
+// others it visits are boundary blocks. Blocks outside [n_begin, n_end) hold no key any row sees.
+struct WindowBlocks {
+  int n_begin, n_end, interior_begin, interior_end;
+};
+FA4_BLOCKS_HD WindowBlocks window_block_range(int first_row, int rows, int pack, int seqlen_q, int seqlen_k, int tile_n,
+                                              int left, int right) {
+  const int first_token = first_row / pack;
+  int last_token = (first_row + rows - 1) / pack;
+  if (last_token > seqlen_q - 1) last_token = seqlen_q - 1;
+  const long long diag = static_cast<long long>(seqlen_k) - seqlen_q;
+  WindowBlocks w;
+  // Visited: from the first row's first key to the last row's last key.
+  w.n_begin = visible_first_key(first_token, diag, seqlen_k, left) / tile_n;
+  w.n_end = (visible_last_key(last_token, diag, seqlen_k, right) + tile_n) / tile_n;
+  if (w.n_end < w.n_begin) w.n_end = w.n_begin;
+  // Interior: from the last row's first key (rounded up) to the first row's last key (rounded down).
+  const int lo = visible_first_key(last_token, diag, seqlen_k, left);
+  const int hi = visible_last_key(first_token, diag, seqlen_k, right);  // < seqlen_k
+  w.interior_begin = (lo + tile_n - 1) / tile_n;
+  w.interior_end = (hi + 1) / tile_n;
+  if (w.interior_begin < w.n_begin) w.interior_begin = w.n_begin;
+  if (w.interior_end > w.n_end) w.interior_end = w.n_end;
+  if (w.interior_end < w.interior_begin) w.interior_end = w.interior_begin;
+  return w;
+}
+
 }  // namespace fa4k

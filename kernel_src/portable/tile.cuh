@@ -2,6 +2,7 @@
 // GQA-packed): shared by the prefill (flash_fwd.cuh) and decode (decode.cuh) kernels.
 #pragma once
 
+#include "common/block_range.h"
 #include "common/params.h"
 #include "portable/ptx.cuh"
 
@@ -70,18 +71,13 @@ __device__ __forceinline__ const u16* kv_base(const fa4k::AttentionArgs& a, cons
   return base + kv_head * t.head_stride;
 }
 
-// The keys token t of a sequence sees are [first_key, last_key] (bottom-right aligned: diag = seqlen_k -
-// seqlen_q): all of them, or a causal or windowed range (AttentionArgs::window_*, causal as window_right 0).
-// Clamped to [-1, seqlen_k - 1] and [0, seqlen_k]: an empty range when first > last.
+// The keys token t of a sequence sees are [first_key, last_key] (block_range.h; diag = seqlen_k - seqlen_q):
+// all of them, or a causal or windowed range (AttentionArgs::window_*, where causal is window_right 0).
 __device__ __forceinline__ int last_key(const fa4k::AttentionArgs& a, int token, int diag, int seqlen_k) {
-  long long last = seqlen_k - 1;
-  if (fa4cfg::kCausal) last = min(last, static_cast<long long>(token) + diag);
-  if (fa4cfg::kWindow && a.window_right >= 0) last = min(last, static_cast<long long>(token) + diag + a.window_right);
-  return static_cast<int>(max(last, -1LL));
+  return fa4k::visible_last_key(token, diag, seqlen_k, fa4cfg::kWindow ? a.window_right : fa4cfg::kCausal ? 0 : -1);
 }
 __device__ __forceinline__ int first_key(const fa4k::AttentionArgs& a, int token, int diag, int seqlen_k) {
-  if (!fa4cfg::kWindow || a.window_left < 0) return 0;
-  return static_cast<int>(min(max(static_cast<long long>(token) + diag - a.window_left, 0LL), static_cast<long long>(seqlen_k)));
+  return fa4k::visible_first_key(token, diag, seqlen_k, fa4cfg::kWindow ? a.window_left : -1);
 }
 
 }  // namespace fa4p

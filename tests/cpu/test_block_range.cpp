@@ -45,4 +45,49 @@ TEST(BlockRange, MatchesBruteForce) {
   }
 }
 
+// window_block_range (the portable kernels' ranges, and the Plan report's classes) against brute force:
+// every block holding a key some valid row sees is visited; every interior block has no key hidden from a
+// valid row; the visited ones outside the interior hold a hidden key (the mask is needed there). Windows
+// narrower and wider than a block, causal, sq != sk, rows that see no key.
+TEST(BlockRange, WindowsMatchBruteForce) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int tile_n = 16 << (rng() % 3);
+    const int pack = 1 + rng() % 8;
+    const int sq = 1 + rng() % 300, sk = rng() % 400;
+    const bool causal = rng() % 2;
+    const int left = rng() % 3 == 0 ? -1 : static_cast<int>(rng() % 200);
+    const int right = causal ? 0 : rng() % 3 == 0 ? -1 : static_cast<int>(rng() % 50);
+    const int rows = 16 << (rng() % 3);
+    const int m_blocks = (sq * pack + rows - 1) / rows;
+    const int first_row = static_cast<int>(rng() % m_blocks) * rows;
+    const fa4k::WindowBlocks w = fa4k::window_block_range(first_row, rows, pack, sq, sk, tile_n, left, right);
+    SCOPED_TRACE(::testing::Message() << "tile_n " << tile_n << " pack " << pack << " sq " << sq << " sk " << sk
+                                      << " window (" << left << ", " << right << ") rows " << first_row << "+" << rows);
+    const int total = (sk + tile_n - 1) / tile_n;
+    ASSERT_LE(0, w.n_begin);
+    ASSERT_LE(w.n_begin, w.n_end);
+    ASSERT_LE(w.n_end, total);
+    ASSERT_LE(w.n_begin, w.interior_begin);
+    ASSERT_LE(w.interior_begin, w.interior_end);
+    ASSERT_LE(w.interior_end, w.n_end);
+    for (int n = 0; n < total; ++n) {
+      bool any_visible = false, any_hidden = false;
+      for (int row = first_row; row < first_row + rows; ++row) {
+        const int token = row / pack;
+        if (token >= sq) continue;
+        const int diagonal = token + sk - sq;
+        for (int c = n * tile_n; c < (n + 1) * tile_n; ++c) {
+          const bool visible = c < sk && (right < 0 || c <= diagonal + right) && (left < 0 || c >= diagonal - left);
+          (visible ? any_visible : any_hidden) = true;
+        }
+      }
+      const bool visited = n >= w.n_begin && n < w.n_end, interior = n >= w.interior_begin && n < w.interior_end;
+      if (any_visible) EXPECT_TRUE(visited) << "block " << n << " holds a visible key but is skipped";
+      if (interior) EXPECT_FALSE(any_hidden) << "block " << n << " is interior but hides a key";
+      if (visited && !interior) EXPECT_TRUE(any_hidden || !any_visible) << "block " << n << " is masked needlessly";
+    }
+  }
+}
+
 }  // namespace

@@ -22,11 +22,12 @@ std::string Flags::value() {
   return args_[next_++];
 }
 
-int Flags::number() {
+int Flags::number(int min) {
   const std::string v = value();
   char* end = nullptr;
   const long n = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end || n < 0 || n > 1 << 30) throw UsageError(flag_ + " needs a non-negative integer, got '" + v + "'");
+  if (v.empty() || *end || n < min || n > 1 << 30)
+    throw UsageError(flag_ + " needs an integer in [" + std::to_string(min) + ", 2^30], got '" + v + "'");
   return static_cast<int>(n);
 }
 

@@ -30,7 +30,7 @@ class Flags {
   bool next();                         // moves to the next argument; false after the last
   const std::string& flag() const { return flag_; }
   std::string value();                 // the argument after the flag
-  int number();                        // the same, as a non-negative integer
+  int number(int min = 0);             // the same, as an integer in [min, 2^30]
   int q_heads_per_kv();                // the same, in [1, kMaxQHeadsPerKv] (a usage error otherwise)
   [[noreturn]] void unknown() const;   // "unknown option ..."
 

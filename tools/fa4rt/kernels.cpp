@@ -117,7 +117,7 @@ int prewarm(const std::vector<std::string>& args) {
     const Plan p = detail::make_plan(detail::key_for_config(readme_example(backend, arch), arch));
     std::cout << "\n== Plan of the README's example (bf16, d128, causal, 4 q heads per kv head) on the " << to_string(backend)
               << " backend ==\n"
-              << detail::plan_report(p, 1000, 1500);
+              << detail::plan_report(p, {1000, 1500});
   }
   return report.failures.empty() ? 0 : 1;
 }
@@ -162,13 +162,17 @@ int resources(const std::vector<std::string>& args) {
   "  --qh-per-kv N         q heads per kv head (GQA; default 1)\n"
 
 const char kPlanUsage[] =
-    "usage: fa4rt plan [config options] [--seqlen-q N --seqlen-k N] [--dot | --model [--counts FILE]]\n"
+    "usage: fa4rt plan [config options] [--seqlen-q N --seqlen-k N] [--window-left N] [--window-right N]\n"
+    "                  [--decode] [--dot | --model [--counts FILE]]\n"
     "\n"
     "Prints the Plan of one configuration: math contract, MMA contracts, TMEM map, warp roles, barrier\n"
     "graph, mask block classes (for the given sequence lengths) and risks; for the sm100 kernel, the B200\n"
     "speed model's bound and predicted TFLOP/s next to FA4's (docs/speed-model.md). No GPU, no compile.\n"
     "\n" FA4_CONFIG_OPTIONS
     "  --seqlen-q N --seqlen-k N   sequence lengths for the mask block classes (equal: the model's causal share)\n"
+    "  --window-left N, --window-right N   a sliding window (portable kernels; -1 unbounded): its Plan and\n"
+    "                        block classes (blocks outside it skipped, inside it full, on its edges masked)\n"
+    "  --decode              the decode kernel's Plan (seqlen_q * q heads per kv head <= 32)\n"
     "  --dot                 print the barrier graph in Graphviz DOT instead\n"
     "  --model               print only the speed model\n"
     "  --counts FILE         the model's per-role SASS counts from FILE (tools/sass_report.py --model-lines)\n"
@@ -176,14 +180,17 @@ const char kPlanUsage[] =
 
 int plan(const std::vector<std::string>& args) {
   KernelConfig config;
-  int seqlen_q = 0, seqlen_k = 0;
+  detail::MaskShape shape;
   bool dot = false, model = false;
   std::string counts;
   Flags flags(args);
   while (flags.next()) {
     if (read_config_flag(flags, config)) continue;
-    if (flags.flag() == "--seqlen-q") seqlen_q = flags.number();
-    else if (flags.flag() == "--seqlen-k") seqlen_k = flags.number();
+    if (flags.flag() == "--seqlen-q") shape.seqlen_q = flags.number();
+    else if (flags.flag() == "--seqlen-k") shape.seqlen_k = flags.number();
+    else if (flags.flag() == "--window-left") shape.window_left = flags.number(-1);
+    else if (flags.flag() == "--window-right") shape.window_right = flags.number(-1);
+    else if (flags.flag() == "--decode") config.decode = true;
     else if (flags.flag() == "--dot") dot = true;
     else if (flags.flag() == "--model") model = true;
     else if (flags.flag() == "--counts") {
@@ -194,11 +201,12 @@ int plan(const std::vector<std::string>& args) {
       counts = text.str();
     } else flags.unknown();
   }
+  config.window = shape.window_left >= 0 || shape.window_right >= 0;
   const int arch = target_arch(config);
   const Plan p = detail::make_plan(detail::key_for_config(config, arch));
   if (dot) std::cout << detail::barrier_dot(p);
-  else if (model) std::cout << detail::speed_section(p, seqlen_q == seqlen_k ? seqlen_q : 0, counts);
-  else std::cout << detail::plan_report(p, seqlen_q, seqlen_k, counts);
+  else if (model) std::cout << detail::speed_section(p, shape.seqlen_q == shape.seqlen_k ? shape.seqlen_q : 0, counts);
+  else std::cout << detail::plan_report(p, shape, counts);
   return 0;
 }
 

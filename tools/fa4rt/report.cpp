@@ -107,24 +107,41 @@ void risks(std::ostringstream& out, const Plan& p) {
 
 }  // namespace
 
-std::string mask_classes(const Plan& plan, int seqlen_q, int seqlen_k) {
+std::string mask_classes(const Plan& plan, const MaskShape& shape) {
   std::ostringstream out;
+  const int seqlen_q = shape.seqlen_q, seqlen_k = shape.seqlen_k;
   const int rows = plan.tile_m * plan.q_tiles, pack = plan.key.gqa_pack;
   const int m_blocks = (seqlen_q * pack + rows - 1) / rows;
   const int total = (seqlen_k + plan.tile_n - 1) / plan.tile_n;
-  out << "  s_q " << seqlen_q << ", s_k " << seqlen_k << ": " << m_blocks << " CTA row block(s) of " << rows
-      << " packed rows x " << total << " K/V block(s) of " << plan.tile_n << "\n"
-      << "  M = masked (diagonal or seqlen_k tail: mask code), F = full (no mask code), . = skipped (never loaded)\n";
+  const bool portable = plan.key.backend == Backend::portable;
+  const int left = shape.window_left, right = plan.key.causal ? 0 : shape.window_right;
+  out << "  s_q " << seqlen_q << ", s_k " << seqlen_k;
+  if (portable && (left >= 0 || right >= 0)) out << ", keys [t + s_k - s_q - " << left << ", t + s_k - s_q + " << right << "] (-1: unbounded)";
+  out << ": " << m_blocks << " CTA row block(s) of " << rows << " packed rows x " << total << " K/V block(s) of "
+      << plan.tile_n << "\n"
+      << "  M = masked (diagonal, window edge or seqlen_k tail: mask code), F = full (no mask code), . = skipped (never loaded)\n";
   const int shown = std::min(m_blocks, 64);
   for (int m = 0; m < shown; ++m) {
-    const fa4k::BlockRange r =
-        fa4k::kv_block_range(m * rows, rows, pack, seqlen_q, seqlen_k, plan.tile_n, plan.key.causal);
+    int visited = 0, masked = 0;
     out << "  m " << std::setw(4) << m << "  ";
-    for (int n = 0; n < std::min(total, 96); ++n) {
-      const int j = r.n_first - n;  // visit order index of block n
-      out << (n > r.n_first ? '.' : j < r.n_masked ? 'M' : 'F');
+    if (portable) {
+      const fa4k::WindowBlocks w =
+          fa4k::window_block_range(m * rows, rows, pack, seqlen_q, seqlen_k, plan.tile_n, left, right);
+      for (int n = 0; n < total; ++n) {
+        const bool seen = n >= w.n_begin && n < w.n_end, full = n >= w.interior_begin && n < w.interior_end;
+        if (n < 96) out << (!seen ? '.' : full ? 'F' : 'M');
+        visited += seen, masked += seen && !full;
+      }
+    } else {
+      const fa4k::BlockRange r =
+          fa4k::kv_block_range(m * rows, rows, pack, seqlen_q, seqlen_k, plan.tile_n, plan.key.causal);
+      for (int n = 0; n < std::min(total, 96); ++n) {
+        const int j = r.n_first - n;  // visit order index of block n
+        out << (n > r.n_first ? '.' : j < r.n_masked ? 'M' : 'F');
+      }
+      visited = r.n_blocks, masked = std::min(r.n_masked, r.n_blocks);
     }
-    out << "  (" << r.n_blocks << " visited, " << std::min(r.n_masked, r.n_blocks) << " masked)\n";
+    out << "  (" << visited << " visited, " << masked << " masked)\n";
   }
   if (shown < m_blocks) out << "  ... " << m_blocks - shown << " more row blocks\n";
   return out.str();
@@ -176,7 +193,7 @@ std::string speed_section(const Plan& plan, int seqlen, const std::string& count
   return out.str();
 }
 
-std::string plan_report(const Plan& plan, int seqlen_q, int seqlen_k, const std::string& counts) {
+std::string plan_report(const Plan& plan, const MaskShape& shape, const std::string& counts) {
   std::ostringstream out;
   out << "fa4rt plan: " << plan.key.name() << "  (kernel " << plan.kernel_name << " from kernel_src/" << plan.source
       << ", target " << plan.key.target() << ", " << plan.threads << " threads" << (plan.persistent ? ", persistent grid" : "")
@@ -188,13 +205,13 @@ std::string plan_report(const Plan& plan, int seqlen_q, int seqlen_k, const std:
   smem_map(out, plan);
   roles(out, plan);
   barrier_graph(out, plan);
-  if (seqlen_q > 0 && seqlen_k > 0 && plan.q_tiles > 0) {
+  if (shape.seqlen_q > 0 && shape.seqlen_k > 0 && plan.q_tiles > 0) {
     section(out, "Mask block classes");
-    out << mask_classes(plan, seqlen_q, seqlen_k);
+    out << mask_classes(plan, shape);
   }
   risks(out, plan);
   if (plan.key.backend == Backend::sm100 || plan.key.backend == Backend::sm100_emulated)
-    out << speed_section(plan, seqlen_q == seqlen_k ? seqlen_q : 0, counts);
+    out << speed_section(plan, shape.seqlen_q == shape.seqlen_k ? shape.seqlen_q : 0, counts);
   return out.str();
 }
 
