@@ -57,8 +57,8 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   if (!plan.key.split) return r;
   r.num_splits = static_cast<int>(p.num_splits);
   r.split_blocks = plan.split_blocks;
-  // num_splits 0 cuts only decode sequences: the workspace holds their rows alone (a mixed batch's prompts
-  // take none of it).
+  // num_splits 0 cuts only decode sequences: the workspace holds min(seqlen_q, decode tokens) rows per
+  // sequence (a mixed batch's prompts take one short slot each, not their length).
   r.seq_rows = p.num_splits == 0 ? static_cast<int>(served_seqlen_q(plan, problem)) : 0;
   const long long partial_rows = r.seq_rows ? p.batch * r.seq_rows : problem.rows;
   if (partial_rows > 0x7fffffffLL)

@@ -97,10 +97,8 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
   const int seqlen_k = tile.seqlen_k;
   const int row0 = tile.row0;
   if (row0 >= rows) return;                  // a shorter sequence of a ragged batch: no rows here
-  const int diag = seqlen_k - tile.seqlen_q;  // token t sees keys c <= t + diag (causal)
+  const int diag = seqlen_k - tile.seqlen_q;  // bottom-right alignment: token t's diagonal is key t + diag
 
-  // The CTA's keys: its part's KV blocks (all of them without split-KV), for causal only those left of the
-  // tile's last row's diagonal; then this warp's chunks of them.
   // The sequence's key blocks (a window's span), then this part's share of them.
   const fa4k::KeyBlocks span = fa4k::key_blocks(tile.seqlen_q, seqlen_k, args.window_left, args.window_right, kTileN);
   int n_begin = span.first, n_end = span.first + span.count;
