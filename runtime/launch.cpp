@@ -73,9 +73,9 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
 
 int max_splits(const Plan& plan, const Problem& problem) {
   if (!plan.key.split) return 1;
-  // The longest sequence's parts: split_parts grows with seqlen_k.
+  // The longest sequence's parts: split_parts grows with the key blocks.
   const fa4k::SplitRule r = split_rule(plan, problem);
-  return fa4k::split_parts(r, plan.key.decode, static_cast<int>(std::min<int64_t>(problem.params.seqlen_k, 0x7fffffff - r.tile_n)));
+  return fa4k::split_parts(r, plan.key.decode, static_cast<int>((problem.params.seqlen_k + r.tile_n - 1) / r.tile_n));
 }
 
 // Work tiles of one (head group, sequence): every m block, times the parts of a split-KV kernel (tile.cuh).
@@ -244,7 +244,7 @@ fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, v
   a.seqused_k = p.seqused_k;
   a.sinks = p.sinks;  // added once, to the merged rows
   a.window_left = static_cast<int>(p.window_left);
-  a.window_right = static_cast<int>(p.causal ? 0 : p.window_right);  // as make_kernel_args
+  a.window_right = static_cast<int>(p.window_right);
   a.seqlen_k = static_cast<int>(p.seqlen_k);
   a.decode_seqlen_q = problem.decode_seqlen_q;
   a.rule = rule;

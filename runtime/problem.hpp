@@ -11,7 +11,7 @@ namespace fa4::detail {
 constexpr int kMaxSplits = 256;  // split-KV parts per sequence
 
 struct Problem {
-  AttentionParams params;  // head_dim_v, strides and softmax_scale resolved
+  AttentionParams params;  // head_dim_v, strides, softmax_scale and (causal: 0) window_right resolved
   int q_heads_per_kv = 1;
   bool varlen = false;     // per-sequence lengths on the device (cu_seqlens_q/k, seqused_k)
   bool paged = false;      // K/V through a page table

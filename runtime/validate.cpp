@@ -183,6 +183,7 @@ Problem validate(const AttentionParams& in) {
     fail("softcap", "softmax_scale / softcap must be finite in fp32, got softcap " + show(p.softcap));
   if (p.sinks) check_pointer("sinks", p.sinks, 4);
   problem.window = p.window_left >= 0 || p.window_right >= 0;
+  if (p.causal) p.window_right = 0;  // resolved: causal is a right side of 0, the one value the kernels read
   problem.softcap = p.softcap > 0;
   problem.sinks = p.sinks != nullptr;
 
@@ -376,7 +377,7 @@ fa4k::AttentionArgs make_kernel_args(const Problem& problem) {
   a.softmax_scale = p.softmax_scale;
   a.scale_log2 = p.softmax_scale * kLog2e;
   a.window_left = static_cast<int>(p.window_left);
-  a.window_right = static_cast<int>(p.causal ? 0 : p.window_right);
+  a.window_right = static_cast<int>(p.window_right);
   if (p.softcap > 0) {  // the capped scores carry the scale: exp2 takes them times log2(e)
     a.softcap_exp2 = 2 * kLog2e * p.softmax_scale / p.softcap;
     a.softcap_out = p.softcap;

@@ -37,13 +37,12 @@ FA4_PARAMS_HD long long partial_row(const SplitRule& r, int sequence, long long 
   return r.seq_rows ? static_cast<long long>(sequence) * r.seq_rows + token : q_row;
 }
 
-// The parts of one sequence. It depends only on that sequence's own lengths (and on constants of the kernel
+// The parts of one sequence whose keys fill `blocks` KV blocks. It depends only on that sequence's own lengths (and on constants of the kernel
 // and the device), never on the rest of the batch, so a sequence's result is batch-invariant. With
 // num_splits 0 only decode sequences (few query rows: AttentionArgs::decode_seqlen_q) are cut.
-FA4_PARAMS_HD int split_parts(const SplitRule& r, bool decode_sequence, int seqlen_k) {
+FA4_PARAMS_HD int split_parts(const SplitRule& r, bool decode_sequence, int blocks) {
   if (r.num_splits > 0) return r.num_splits;
   if (!decode_sequence) return 1;
-  const int blocks = (seqlen_k + r.tile_n - 1) / r.tile_n;
   const int parts = (blocks + r.split_blocks - 1) / r.split_blocks;
   return parts < 1 ? 1 : parts < r.max_parts ? parts : r.max_parts;
 }

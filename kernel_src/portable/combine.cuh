@@ -83,7 +83,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_combine(co
                                                  : args.seqlen_k;
         const fa4k::KeyBlocks span =
             fa4k::key_blocks(seqlen_q, seqlen_k, args.window_left, args.window_right, args.rule.tile_n);
-        n_states = fa4k::split_parts(args.rule, seqlen_q <= args.decode_seqlen_q, span.count * args.rule.tile_n);
+        n_states = fa4k::split_parts(args.rule, seqlen_q <= args.decode_seqlen_q, span.count);
       }
       merged = !args.split || n_states > 1;
       if (merged) {

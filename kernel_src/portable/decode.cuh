@@ -104,7 +104,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
   int n_begin = span.first, n_end = span.first + span.count;
   bool partial = false;  // a part of a cut sequence: normalised fp32 O and LSE to the workspace
   if (fa4cfg::kSplit) {
-    const int parts = fa4k::split_parts(args.split, true, span.count * kTileN);
+    const int parts = fa4k::split_parts(args.split, true, span.count);
     if (tile.split >= parts) return;
     n_begin = span.first + static_cast<int>(static_cast<long long>(span.count) * tile.split / parts);
     n_end = span.first + static_cast<int>(static_cast<long long>(span.count) * (tile.split + 1) / parts);
@@ -210,7 +210,6 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
   // The merge: the warps' states weighed against the largest max (a warp without keys weighs 0), 8 output
   // columns (one 16-byte store) per item.
   constexpr int kVecs = fa4cfg::kHeadDimV / 8;
-  const long long total_rows = args.cu_seqlens_q ? args.total_q : static_cast<long long>(args.batch) * args.seqlen_q;
   u16* o_seq = const_cast<u16*>(sequence_base(args.o, args.cu_seqlens_q, tile.batch));
   for (int item = tid; item < kRows * kVecs; item += fa4cfg::kThreads) {
     const int r = item / kVecs, vec = item % kVecs;
@@ -258,9 +257,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
                            pack_half2<fa4cfg::kBf16>(acc[4], acc[5]), pack_half2<fa4cfg::kBf16>(acc[6], acc[7])};
     st_global_v4(o_seq + token * args.o.seq_stride + head * args.o.head_stride + vec * 8, packed);
     if (fa4cfg::kWriteLse && vec == 0) {
-      const long long index = args.cu_seqlens_q ? head * total_rows + global_row
-                                                : (static_cast<long long>(tile.batch) * args.heads_q + head) * args.seqlen_q + token;
-      args.lse[index] = lse;
+      args.lse[lse_index(args, tile, head, token)] = lse;
     }
   }
 }

@@ -131,10 +131,9 @@ __device__ __forceinline__ void finish_tile(const fa4k::AttentionArgs& args, con
   const int lane = tid & 31;
   const int warp = tid >> 5;
   const int rows = tile.seqlen_q * fa4cfg::kGqaPack;
-  const long long total_rows = args.cu_seqlens_q ? args.total_q : static_cast<long long>(args.batch) * args.seqlen_q;
   // A part of a cut sequence goes to the workspace; a sequence in one part is written as without split-KV.
   const bool partial =
-      fa4cfg::kSplit && fa4k::split_parts(args.split, false, tile.seqlen_k) > 1;
+      fa4cfg::kSplit && fa4k::split_parts(args.split, false, /*blocks: no matter for a prefill sequence*/ 0) > 1;
   const u32 o_lane = SwzV::offset(warp * kRowsPerWarp + (lane >> 2), 0);
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
@@ -166,9 +165,7 @@ __device__ __forceinline__ void finish_tile(const fa4k::AttentionArgs& args, con
       }
       if (fa4cfg::kSinks) lse = add_sink(lse, args.sinks[head], inv);
       if (fa4cfg::kWriteLse && (lane & 3) == 0 && row < rows) {
-        const long long index = args.cu_seqlens_q ? head * total_rows + global_row
-                                                  : (static_cast<long long>(tile.batch) * args.heads_q + head) * args.seqlen_q + token;
-        args.lse[index] = lse;
+        args.lse[lse_index(args, tile, head, token)] = lse;
       }
 #pragma unroll
       for (int ot = 0; ot < kOTiles; ++ot)
@@ -227,7 +224,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_f
   int n_end = (last_key(args, last_token, diag, seqlen_k) + kTileN) / kTileN;  // the block of the last key, + 1
   int n_begin = first_key(args, row_token(row0), diag, seqlen_k) / kTileN;
   if (fa4cfg::kSplit) {  // part `split` of `parts` equal shares of the key blocks (an empty share writes -inf)
-    const int parts = fa4k::split_parts(args.split, false, seqlen_k);
+    const int parts = fa4k::split_parts(args.split, false, n_total);
     if (tile.split >= parts) return;
     n_begin = max(n_begin, static_cast<int>(static_cast<long long>(n_total) * tile.split / parts));
     n_end = min(n_end, static_cast<int>(static_cast<long long>(n_total) * (tile.split + 1) / parts));

@@ -63,6 +63,13 @@ __device__ __forceinline__ const u16* sequence_base(const fa4k::TensorArgs& t, c
 __device__ __forceinline__ int row_token(int r) { return r / fa4cfg::kGqaPack; }
 __device__ __forceinline__ int row_head(int group, int r) { return group * fa4cfg::kGqaPack + r % fa4cfg::kGqaPack; }
 
+// Where the LSE of token `token`, q head `head`, of a tile's sequence goes: [batch, heads_q, seqlen_q], or
+// [heads_q, total_q] when ragged.
+__device__ __forceinline__ long long lse_index(const fa4k::AttentionArgs& a, const Tile& tile, int head, int token) {
+  return a.cu_seqlens_q ? static_cast<long long>(head) * a.total_q + tile.row_base + token
+                        : (static_cast<long long>(tile.batch) * a.heads_q + head) * a.seqlen_q + token;
+}
+
 // Key row 0 of a tile's kv head in K or V: its sequence's rows (dense or ragged), or, paged, page 0 of the
 // cache (a key's page then comes from the page table).
 __device__ __forceinline__ const u16* kv_base(const fa4k::AttentionArgs& a, const fa4k::TensorArgs& t, const Tile& tile) {

@@ -252,7 +252,7 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
     problem.params.seqlen_k = 131072;
     fa4k::AttentionArgs args{};
     fill_schedule(plan, problem, args);
-    return fa4k::split_parts(args.split, true, seqlen_k);
+    return fa4k::split_parts(args.split, true, (seqlen_k + plan.tile_n - 1) / plan.tile_n);
   };
   const int block = plan.tile_n, min_part = plan.split_blocks * block;
   EXPECT_EQ(parts(0, 1), 1);
@@ -268,7 +268,7 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   problem.params.num_splits = 0;
   fa4k::AttentionArgs args{};
   fill_schedule(plan, problem, args);
-  EXPECT_EQ(fa4k::split_parts(args.split, false, 131072), 1);
+  EXPECT_EQ(fa4k::split_parts(args.split, false, 131072 / plan.tile_n), 1);
   EXPECT_EQ(args.decode_seqlen_q, 8);
   // Every (m block, part) of a decode sequence is a tile.
   problem.params.seqlen_q = 8;  // 32 packed rows: two m blocks
