@@ -32,15 +32,20 @@ class KernelBackend {
 };
 constexpr int kMaxTmaDescriptors = 4;
 
+// The launch of the tile kernels (sm90, sm100): one CTA per work tile, or, for a persistent Plan, one per SM
+// (at most one per tile) walking the tiles with a static stride.
+LaunchShape tile_grid(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count);
+
 // The backends (one object each, in their folders).
 const KernelBackend& portable_backend();
+const KernelBackend& sm90_backend();
 const KernelBackend& sm100_backend();
 const KernelBackend& sm100_emulated_backend();
 const KernelBackend& backend_of(Backend id);  // throws Error(internal) for Backend::automatic
 
 // ---- selection (select.cpp) ----------------------------------------------------------------------
 // The key of a configuration on a device of compute capability `device_arch`. With config.backend
-// automatic: the first backend of the device's preference order (sm100 on sm_100/103, then portable) that
+// automatic: the first backend of the device's preference order (sm100 on sm_100/103, sm90 on sm_90, then portable) that
 // supports the configuration; otherwise exactly config.backend. run(), prewarm() and describe() all select
 // here, so a warm-up and a real call cannot disagree. Throws Error(unsupported) when nothing serves it.
 KernelKey key_for_config(const KernelConfig& config, int device_arch);

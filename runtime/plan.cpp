@@ -17,15 +17,16 @@ const char* to_string(Backend backend) {
     case Backend::portable: return "portable";
     case Backend::sm100: return "sm100";
     case Backend::sm100_emulated: return "sm100_emulated";
+    case Backend::sm90: return "sm90";
   }
   return "?";
 }
 
 Backend backend_from_string(const std::string& name) {
-  for (Backend b : {Backend::automatic, Backend::portable, Backend::sm100, Backend::sm100_emulated})
+  for (Backend b : {Backend::automatic, Backend::portable, Backend::sm90, Backend::sm100, Backend::sm100_emulated})
     if (name == to_string(b)) return b;
   throw Error(ErrorCode::invalid_argument,
-              "backend '" + name + "': must be one of auto, portable, sm100, sm100_emulated");
+              "backend '" + name + "': must be one of auto, portable, sm90, sm100, sm100_emulated");
 }
 
 const char* to_string(DebugFault fault) {

@@ -1,6 +1,7 @@
 // Selection, in one place: which backend serves a configuration on a device. Automatic selection is per
 // configuration: the best backend of the device's preference order that supports it, so head dims the
 // sm100 kernel does not take run on the portable kernel instead of failing.
+#include <algorithm>
 #include <array>
 #include <atomic>
 
@@ -13,6 +14,7 @@ namespace {
 // Backends worth trying on a device, best first (at most 3; Backend::automatic ends the list).
 std::array<Backend, 3> preference(int device_arch) {
   if (device_arch == 100 || device_arch == 103) return {Backend::sm100, Backend::portable, Backend::automatic};
+  if (device_arch == 90) return {Backend::sm90, Backend::portable, Backend::automatic};
   return {Backend::portable, Backend::automatic, Backend::automatic};
 }
 
@@ -38,9 +40,19 @@ KernelKey key_of(const KernelBackend& backend, const KernelConfig& config, int d
 
 int KernelBackend::tma_descriptors(const Plan&, const Problem&, CUtensorMap*) const { return 0; }
 
+LaunchShape tile_grid(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count) {
+  LaunchShape s;
+  const int tiles = scheduled.total_tiles;
+  s.grid[0] = static_cast<unsigned>(plan.persistent ? std::min(tiles, std::max(1, sm_count)) : tiles);
+  s.block[0] = static_cast<unsigned>(plan.threads);
+  s.smem_bytes = static_cast<unsigned>(plan.smem_bytes);
+  return s;
+}
+
 const KernelBackend& backend_of(Backend id) {
   switch (id) {
     case Backend::portable: return portable_backend();
+    case Backend::sm90: return sm90_backend();
     case Backend::sm100: return sm100_backend();
     case Backend::sm100_emulated: return sm100_emulated_backend();
     case Backend::automatic: break;

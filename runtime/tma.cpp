@@ -4,6 +4,7 @@
 
 #include "fa4/error.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/problem.hpp"
 
 namespace fa4::detail {
 namespace {
@@ -94,6 +95,38 @@ CUtensorMap make_tma_descriptor(const TmaTensor& t, const TmaBoxSpec& box) {
                swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS) check_cu(result, ("cuTensorMapEncodeTiled for " + t.name).c_str());  // message built only on failure
   return map;
+}
+
+int dense_attention_maps(const Plan& plan, const Problem& problem, CUtensorMap* out) {
+  const AttentionParams& p = problem.params;
+  const int pack = plan.key.gqa_pack;
+  auto box = [&](const std::string& name) {
+    for (const TmaBox& b : plan.tma)
+      if (b.tensor == name) return TmaBoxSpec{b.box_cols, b.box_rows, b.swizzle_bytes, name == "Q" || name == "O" ? pack : 1};
+    throw Error(ErrorCode::internal, "plan has no TMA box for " + name);
+  };
+  auto tensor = [&](const char* name, const void* ptr, int64_t seq, int64_t heads, int64_t dim, const Strides& st,
+                    int64_t group) {
+    TmaTensor t;
+    t.ptr = ptr;
+    t.batch = p.batch;
+    t.seq = seq;
+    t.heads = heads;
+    t.dim = dim;
+    t.batch_stride = st.batch;
+    t.seq_stride = st.seq;
+    t.head_stride = st.head;
+    t.heads_per_group = group;
+    t.dtype = p.dtype;
+    t.name = name;
+    return t;
+  };
+  // Q and O as 5-D maps {dim, head in pack, head group, seq, batch}: one box = 128/pack tokens x pack heads.
+  out[0] = make_tma_descriptor(tensor("q", p.q, p.seqlen_q, p.heads_q, p.head_dim, p.q_stride, pack), box("Q"));
+  out[1] = make_tma_descriptor(tensor("k", p.k, p.seqlen_k, p.heads_kv, p.head_dim, p.k_stride, 0), box("K"));
+  out[2] = make_tma_descriptor(tensor("v", p.v, p.seqlen_k, p.heads_kv, p.head_dim_v, p.v_stride, 0), box("V"));
+  out[3] = make_tma_descriptor(tensor("o", p.o, p.seqlen_q, p.heads_q, p.head_dim_v, p.o_stride, pack), box("O"));
+  return 4;
 }
 
 }  // namespace fa4::detail

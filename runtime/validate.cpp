@@ -182,7 +182,9 @@ Problem validate(const AttentionParams& in) {
   if (p.softcap > 0 && !std::isfinite(2 * kLog2e * p.softmax_scale / p.softcap))
     fail("softcap", "softmax_scale / softcap must be finite in fp32, got softcap " + show(p.softcap));
   if (p.sinks) check_pointer("sinks", p.sinks, 4);
-  problem.window = p.window_left >= 0 || p.window_right >= 0;
+  // With causal the right side adds nothing (it is -1 or 0), so a causal problem is a window only with a left
+  // side: validating the resolved params again (the self-check does) gives the same kernel.
+  problem.window = p.window_left >= 0 || (p.window_right >= 0 && !p.causal);
   if (p.causal) p.window_right = 0;  // resolved: causal is a right side of 0, the one value the kernels read
   problem.softcap = p.softcap > 0;
   problem.sinks = p.sinks != nullptr;
@@ -314,7 +316,7 @@ void validate_config(const KernelConfig& c) {
     fail("dtype", "must be bf16 or fp16, got enum value " + std::to_string(static_cast<int>(c.dtype)));
   const int backend = static_cast<int>(c.backend);
   if (backend < static_cast<int>(Backend::automatic) || backend > static_cast<int>(kLastBackend))
-    fail("backend", "must be automatic, portable, sm100 or sm100_emulated, got enum value " + std::to_string(backend));
+    fail("backend", "must be automatic, portable, sm90, sm100 or sm100_emulated, got enum value " + std::to_string(backend));
   if (c.head_dim <= 0) fail("head_dim", "must be > 0, got " + std::to_string(c.head_dim));
   if (c.head_dim_v < 0) fail("head_dim_v", "must be >= 0 (0 means head_dim), got " + std::to_string(c.head_dim_v));
   check_head_dims(c.head_dim, c.head_dim_v ? c.head_dim_v : c.head_dim);

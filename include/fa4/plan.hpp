@@ -15,10 +15,10 @@ enum class DType { bf16, fp16 };
 FA4_API const char* to_string(DType dtype);
 
 // Which kernel family runs. `automatic` picks sm100 on sm_100 devices and portable elsewhere.
-enum class Backend { automatic, portable, sm100, sm100_emulated };
-constexpr Backend kLastBackend = Backend::sm100_emulated;
+enum class Backend { automatic, portable, sm100, sm100_emulated, sm90 };
+constexpr Backend kLastBackend = Backend::sm90;
 FA4_API const char* to_string(Backend backend);
-FA4_API Backend backend_from_string(const std::string& name);  // "auto", "portable", "sm100", "sm100_emulated"
+FA4_API Backend backend_from_string(const std::string& name);  // "auto", "portable", "sm90", "sm100", "sm100_emulated"
 
 // Deliberate defects, compiled in only on request, that prove the emulated tests catch each failure mode.
 enum class DebugFault {

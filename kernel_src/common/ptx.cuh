@@ -1,5 +1,5 @@
 // PTX wrappers native on every sm_90+ target, shared by the Hopper and Blackwell kernels: shared-memory
-// addresses, mbarriers, TMA (4-D tile load/store, bulk groups, proxy fence), named barriers, elect.sync,
+// addresses, mbarriers, TMA (4-D and 5-D tile load/store, bulk groups, proxy fence), named barriers, elect.sync,
 // setmaxnreg. One function per instruction. Device code only.
 #pragma once
 
@@ -92,6 +92,21 @@ __device__ __forceinline__ void tma_store_4d(const TmaDescriptor* map, const voi
                                              int c3) {
   asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4}], [%5];" ::"l"(map),
                "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(smem_src))
+               : "memory");
+}
+
+// 5-D maps for GQA-packed Q and O: coordinates {dim, head in pack, head group, token, batch}.
+__device__ __forceinline__ void tma_load_5d(void* dst, const TmaDescriptor* map, u64* bar, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];" ::"r"(smem_u32(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar))
+      : "memory");
+}
+
+__device__ __forceinline__ void tma_store_5d(const TmaDescriptor* map, const void* src, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4, %5}], [%6];" ::"l"(map),
+               "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(src))
                : "memory");
 }
 

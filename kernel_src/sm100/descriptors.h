@@ -1,9 +1,8 @@
 // Blackwell (sm_100a) descriptor encodings and shared-memory address math, host + device.
 //
-// One place for the bit layouts of docs/blackwell-facts.md (descriptors, swizzle): the 32-bit instruction
-// descriptor of tcgen05.mma kind::f16, the 64-bit shared-memory matrix descriptor (and Hopper's wgmma
-// descriptor, used to tie the emulator to silicon), the canonical operand layouts those descriptors
-// describe, the 128B/64B/32B swizzles, the TMEM address format and the emulator's TMEM scratch size.
+// One place for the bit layouts of docs/blackwell-facts.md: the 32-bit instruction descriptor of
+// tcgen05.mma kind::f16, the 64-bit shared-memory matrix descriptor, the TMEM address format and the
+// emulator's TMEM scratch size. The operand layouts and swizzles it describes are common/smem_layout.h's.
 // The same header compiles under g++ (runtime, CPU tests) and NVRTC (kernels): no system headers.
 #pragma once
 
@@ -13,97 +12,33 @@
 #define FA4_SM100_HD inline
 #endif
 
+#include "common/smem_layout.h"
 #include "common/types.h"
 
 namespace fa4::sm100 {
 
-// ---------------------------------------------------------------------------------------------
-// Enumerations, with their hardware encodings as values.
-
-enum class Major : u32 { K = 0, MN = 1 };  // which dimension of an operand is contiguous
-
-// tcgen05 smem-descriptor layout type (bits 63:61). 1 (128B with 32-byte atoms) exists in hardware but
-// is not used by fa4 and not emulated; 3, 5, 7 are invalid.
-enum class Swizzle : u32 { none = 0, b128_base32 = 1, b128 = 2, b64 = 4, b32 = 6 };
+// The shared-memory layouts (common/smem_layout.h), under this namespace's names.
+using fa4::Major;
+using fa4::Swizzle;
+using fa4::swizzle_span;
+using fa4::swizzle_bits;
+using fa4::swizzle_from_bytes;
+using fa4::swizzle_address;
+using fa4::tma_box_offset;
+using fa4::canonical_offset;
+using fa4::tile_offset;
+using fa4::OperandStep;
+using fa4::kmajor_step;
+using fa4::mnmajor_step;
+using fa4::desc_encode;
+using fa4::make_wgmma_desc;
 
 enum class Format : u32 { f16 = 0, bf16 = 1 };  // A/B formats of kind::f16 (bits 9:7 and 12:10)
-
-// Bytes spanned by one swizzled row (0 for none) and log2 of the 16-byte chunks it XORs.
-FA4_SM100_HD constexpr u32 swizzle_span(Swizzle s) {
-  return s == Swizzle::b128 ? 128u : s == Swizzle::b64 ? 64u : s == Swizzle::b32 ? 32u : 0u;
-}
-FA4_SM100_HD constexpr u32 swizzle_bits(Swizzle s) {
-  return s == Swizzle::b128 ? 3u : s == Swizzle::b64 ? 2u : s == Swizzle::b32 ? 1u : 0u;
-}
-FA4_SM100_HD constexpr Swizzle swizzle_from_bytes(u32 bytes) {
-  return bytes == 128 ? Swizzle::b128 : bytes == 64 ? Swizzle::b64 : bytes == 32 ? Swizzle::b32 : Swizzle::none;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Swizzle (docs/blackwell-facts.md, swizzle): address bits [4, 4+b) ^= bits [7, 7+b), b = 3/2/1 for
-// 128B/64B/32B. Applied to the absolute shared-memory byte address, exactly as TMA writes and as
-// the MMA reads; an involution. The pattern repeats every 8 rows of `span` bytes (1024/512/256 B).
-FA4_SM100_HD constexpr u32 swizzle_address(u32 addr, Swizzle s) {
-  return addr ^ (((addr >> 7) & ((1u << swizzle_bits(s)) - 1u)) << 4);
-}
-
-// Byte offset inside one TMA box of `row_bytes`-byte rows (the box starts on a swizzle repeat
-// boundary) where TMA stores byte `byte_in_row` of row `row`.
-FA4_SM100_HD constexpr u32 tma_box_offset(u32 row, u32 byte_in_row, u32 row_bytes, Swizzle s) {
-  return swizzle_address(row * row_bytes + byte_in_row, s);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Canonical operand layouts (PTX ISA "Shared Memory Matrix Layout", identical for wgmma and tcgen05).
-// Byte offset, before the swizzle, of element (mn, k) of one MMA operand (M x K for A, N x K for B)
-// from the descriptor's start address; 16-bit elements, T = 8 elements = 16 bytes, c = span / 16:
-//   K-major,  none    : ((8,m),(T,2k)) : ((1T,SBO),(1,LBO))
-//   K-major,  swizzled: ((8,m),(T,2k)) : ((cT,SBO),(1,T))      (LBO unused)
-//   MN-major, none    : ((T,1,m),(8,k)) : ((1,T,SBO),(1T,LBO))
-//   MN-major, swizzled: ((T,c,m),(8,k)) : ((1,T,LBO),(cT,SBO))
-FA4_SM100_HD constexpr u32 canonical_offset(Major major, Swizzle s, u32 lbo, u32 sbo, u32 mn, u32 k) {
-  const u32 span = swizzle_span(s);
-  if (major == Major::K) {
-    if (span == 0) return (mn % 8) * 16 + (mn / 8) * sbo + (k % 8) * 2 + (k / 8) * lbo;
-    return (mn % 8) * span + (mn / 8) * sbo + k * 2;  // k < span/2: one MMA's K fits in a row
-  }
-  if (span == 0) return (mn % 8) * 2 + (mn / 8) * sbo + (k % 8) * 16 + (k / 8) * lbo;
-  const u32 width = span / 2;  // elements per swizzled row
-  return (mn % width) * 2 + (mn / width) * lbo + (k % 8) * span + (k / 8) * sbo;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Tiles as TMA loads them: a `rows` x `cols` tile of 16-bit elements whose contiguous dimension
-// (cols) is cut into boxes of span/2 elements; box j sits at byte j * rows * span. For a K-major
-// operand rows = M (or N) and cols = K; for an MN-major operand rows = K and cols = M (or N).
-// (rows must be a multiple of 8 so that every box starts on a swizzle repeat boundary.)
-FA4_SM100_HD constexpr u32 tile_offset(Swizzle s, u32 rows, u32 row, u32 col) {
-  const u32 span = swizzle_span(s);
-  return (col / (span / 2)) * rows * span + row * span + (col % (span / 2)) * 2;
-}
-
-// Descriptor fields for one K=16 MMA step of such a tile (start relative to the tile base).
-struct OperandStep {
-  u32 start;  // bytes from the tile base
-  u32 lbo;    // bytes
-  u32 sbo;    // bytes
-};
-// K-major (rows = MN extent): SBO = 8 rows; K advances inside the 128-byte row (+32 B per step)
-// and then to the next box. LBO is unused by swizzled K-major layouts; 16 B by convention.
-FA4_SM100_HD constexpr OperandStep kmajor_step(Swizzle s, u32 rows, u32 k0) {
-  return {tile_offset(s, rows, 0, k0), 16u, 8u * swizzle_span(s)};
-}
-// MN-major (rows = K extent): SBO = the next 8 K rows; LBO = the next box of span/2 MN elements.
-FA4_SM100_HD constexpr OperandStep mnmajor_step(Swizzle s, u32 k_rows, u32 k0) {
-  return {tile_offset(s, k_rows, k0, 0), k_rows * swizzle_span(s), 8u * swizzle_span(s)};
-}
 
 // ---------------------------------------------------------------------------------------------
 // tcgen05 shared-memory matrix descriptor (docs/blackwell-facts.md, shared memory descriptor).
 //   13:0 start >> 4 | 29:16 LBO >> 4 | 45:32 SBO >> 4 | 48:46 = 0b001 | 51:49 base offset |
 //   52 LBO mode | 63:61 layout type. Bits 15:14, 31:30, 60:53 are reserved (zero).
-FA4_SM100_HD constexpr u64 desc_encode(u32 bytes) { return (u64)((bytes & 0x3FFFFu) >> 4); }
-
 FA4_SM100_HD constexpr u64 make_smem_desc(u32 smem_addr, u32 lbo_bytes, u32 sbo_bytes, Swizzle s) {
   return desc_encode(smem_addr) | (desc_encode(lbo_bytes) << 16) | (desc_encode(sbo_bytes) << 32) |
          (1ull << 46) | ((u64)s << 61);
@@ -186,13 +121,6 @@ FA4_SM100_HD constexpr DescError decode_smem_desc(u64 d, SmemDesc& out) {
 // Shared-memory byte address of element (mn, k) of the operand a (validated) descriptor describes.
 FA4_SM100_HD constexpr u32 operand_address(const SmemDesc& d, Major major, u32 mn, u32 k) {
   return swizzle_address(d.start + canonical_offset(major, d.swizzle, d.lbo, d.sbo, mn, k), d.swizzle);
-}
-
-// Hopper wgmma descriptor over the same canonical layout: no version field, and a 2-bit layout type
-// at 63:62 (0 none, 1 128B, 2 64B, 3 32B). Used only to compare the emulator with real wgmma.
-FA4_SM100_HD constexpr u64 make_wgmma_desc(u32 smem_addr, u32 lbo_bytes, u32 sbo_bytes, Swizzle s) {
-  const u64 layout = s == Swizzle::b128 ? 1u : s == Swizzle::b64 ? 2u : s == Swizzle::b32 ? 3u : 0u;
-  return desc_encode(smem_addr) | (desc_encode(lbo_bytes) << 16) | (desc_encode(sbo_bytes) << 32) | (layout << 62);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -115,21 +115,6 @@ __device__ __forceinline__ u32 pack_half2(float lo, float hi) {
   return r;
 }
 
-// 5-D TMA for Q and O: coordinates {dim, head in pack, head group, token, batch}.
-__device__ __forceinline__ void tma_load_5d(void* dst, const TmaDescriptor* map, u64* bar, int c0, int c1, int c2, int c3, int c4) {
-  asm volatile(
-      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];" ::"r"(smem_u32(dst)),
-      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(bar))
-      : "memory");
-}
-
-__device__ __forceinline__ void tma_store_5d(const TmaDescriptor* map, const void* src, int c0, int c1, int c2, int c3, int c4) {
-  asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4, %5}], [%6];" ::"l"(map),
-               "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32(src))
-               : "memory");
-}
-
 // ---- shared memory ---------------------------------------------------------------------------------
 struct Barriers {
   u64 q_full[2], q_empty[2];

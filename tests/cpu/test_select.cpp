@@ -43,7 +43,15 @@ TEST(Selection, AutomaticPicksTheBestBackendThatSupportsTheConfiguration) {
     }
     EXPECT_EQ(detail::passed_over(config(128), arch), "");
   }
-  for (int arch : {80, 86, 89, 90, 120})
+  // sm_90: the Hopper kernel for what it takes, the portable kernel for head_dim 32 and (192, 192), with the reason.
+  for (auto [d, dv] : supported_head_dims()) {
+    const bool sm90 = d != 32 && !(d == 192 && dv == 192);
+    const KernelKey key = detail::key_for_config(config(d, dv), 90);
+    EXPECT_EQ(key.backend, sm90 ? Backend::sm90 : Backend::portable) << d << "," << dv;
+    EXPECT_EQ(key.target(), sm90 ? "sm_90a" : "sm_90");
+    if (!sm90) EXPECT_NE(detail::passed_over(config(d, dv), 90).find("sm90"), std::string::npos);
+  }
+  for (int arch : {80, 86, 89, 120})
     for (auto [d, dv] : supported_head_dims()) EXPECT_EQ(detail::key_for_config(config(d, dv), arch).backend, Backend::portable);
 }
 
@@ -136,7 +144,8 @@ TEST(Selection, Sm103GetsATargetItCanLoad) {
   KernelConfig emulated = config(128);
   emulated.backend = Backend::sm100_emulated;
   EXPECT_EQ(detail::key_for_config(emulated, 90).target(), "sm_90a");
-  EXPECT_EQ(detail::key_for_config(config(128), 90).target(), "sm_90");
+  EXPECT_EQ(detail::key_for_config(config(128), 90).target(), "sm_90a");
+  EXPECT_EQ(detail::key_for_config(config(32), 90).target(), "sm_90");
 }
 
 // Every target selection can produce for the sm100 kernel compiles, with the hardware tcgen05 path (the

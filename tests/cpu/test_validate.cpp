@@ -299,3 +299,27 @@ TEST(Validate, KernelArgumentsCarryTheResolvedProblem) {
 
 }  // namespace
 }  // namespace fa4::detail
+
+namespace fa4::detail {
+namespace {
+
+// Causal resolves window_right to 0; validating the resolved params again (the first-use self-check does)
+// must give the same kernel, not a sliding-window one. Only a left side makes a causal problem a window.
+TEST(Validate, CausalStaysCausalWhenValidatedAgain) {
+  AttentionParams p = fake_valid_params();
+  p.causal = true;
+  const Problem first = validate(p);
+  EXPECT_FALSE(first.window);
+  EXPECT_EQ(first.params.window_right, 0);
+  const Problem again = validate(first.params);
+  EXPECT_FALSE(again.window);
+  p.window_left = 100;
+  EXPECT_TRUE(validate(p).window);
+  p.causal = false;
+  p.window_left = -1;
+  p.window_right = 0;
+  EXPECT_TRUE(validate(p).window);  // a right side of 0 without causal is a window (the same mask)
+}
+
+}  // namespace
+}  // namespace fa4::detail

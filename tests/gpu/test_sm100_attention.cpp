@@ -231,20 +231,5 @@ TEST(Sm100Fault, NormalBuildPassesTheFaultCases) {
   }
 }
 
-// ---- selection (the first-use self-check: test_self_check.cpp) ------------------------------------------
-TEST(Sm100Selection, AutomaticBackendOnHopperIsPortable) {
-  FA4_REQUIRE_SM90();
-  PrimaryContext context;
-  Options o = Options::from_env();
-  o.backend = Backend::automatic;
-  Attention attention(o);
-  Case c;
-  c.name = "auto";
-  c.heads_q = 2, c.heads_kv = 1;
-  c.shapes = {{100, 100}};
-  const CheckResult r = check_attention(attention, Backend::portable, c, c.shapes.front(), 5);
-  EXPECT_TRUE(r.passed) << r.failures;
-}
-
 }  // namespace
 }  // namespace fa4::test

@@ -58,7 +58,7 @@ std::vector<KernelConfig> prewarm_set(Backend backend, int arch, int q_heads_per
 
 #define FA4_TARGET_OPTIONS                                                                             \
   "  --arch N              compute capability x10 (default: device 0's, else 100)\n"                   \
-  "  --backend B           auto (default), portable, sm100, sm100_emulated\n"
+  "  --backend B           auto (default), portable, sm90, sm100, sm100_emulated\n"
 
 const char kPrewarmUsage[] =
     "usage: fa4rt prewarm [--arch N] [--backend B] [--qh-per-kv N]\n"

@@ -1,0 +1,416 @@
+// FlashAttention-3-class forward for Hopper (sm_90a): TMA loads of Q, K, V and a TMA store of O, wgmma
+// for both GEMMs (S = Q K^T from shared memory, O += P V with P from registers), a producer warp feeding
+// two consumer warpgroups through mbarrier rings. Every number comes from the generated fa4cfg:: preamble
+// (the Plan, runtime/backends/sm90/backend.cpp).
+//
+// One CTA = one tile of 128 packed rows (token * gqa_pack + head in pack) against every K/V block its
+// rows see, highest block first (the masked ones come first). 12 warps:
+//   0-3 Consumer0, 4-7 Consumer1: rows 0-63 and 64-127 of the tile (the wgmma M of 64)
+//   8-11 Producer: one thread issues the TMA loads (Q once per tile; K and V rings); setmaxnreg moves the
+//   warpgroup's registers to the consumers, which hold S, P and O at once
+// A consumer overlaps its softmax of block j with its own PV of block j-1 on the tensor cores:
+//   issue S_j = Q K_j^T, issue O += P_(j-1) V_(j-1); wait for S_j; softmax (max, exp2, row sum);
+//   wait for the PV; O *= exp2(m_old - m_new); P_j = bf16(S_j).
+// and the two consumers take turns to issue (ping-pong through two named barriers), so one's softmax runs
+// while the other's wgmmas occupy the tensor cores.
+#include "common/block_range.h"
+#include "common/params.h"
+#include "common/ptx.cuh"
+#include "common/smem_layout.h"
+#include "sm90/wgmma.cuh"
+
+namespace fa4::sm90::fwd {
+
+using namespace fa4cfg;
+
+// ---- Plan facts, renamed for the code below ------------------------------------------------------
+constexpr int kD = kHeadDim;
+constexpr int kDv = kHeadDimV;
+constexpr int kM = kTileM;        // packed rows per tile
+constexpr int kN = kTileN;        // keys per K/V block (= the QK wgmma's N)
+constexpr int kPack = kGqaPack;   // q heads per kv head packed into a tile
+constexpr int kWgRows = 64;       // rows per consumer warpgroup (the wgmma M)
+constexpr Swizzle kSwizzle = swizzle_from_bytes(kTmaQSwizzle);
+constexpr u32 kSpan = swizzle_span(kSwizzle);
+constexpr int kBoxCols = kTmaQBoxCols;
+constexpr bool kOAliasesQ = kSmemOOffset == kSmemQOffset;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr u32 kConsumerThreads = 2 * 128;
+constexpr u32 kConsumerBarrier = 1;  // named barrier of the two consumer warpgroups (0 is __syncthreads)
+constexpr u32 kTurnBarrier = 2;      // 2 + w: consumer w may issue its wgmmas
+#define FA4_NEG_INF __int_as_float(0xff800000u)
+static_assert(kM == 2 * kWgRows && kThreads == 384, "two consumer warpgroups of 64 rows and a producer warpgroup");
+static_assert(kD % 16 == 0 && kN % 16 == 0 && kD % kBoxCols == 0 && kDv % kBoxCols == 0, "whole MMA steps and TMA boxes");
+
+using QkMma = Wgmma<kN, kBf16>;
+using PvMma = Wgmma<kDv, kBf16>;
+
+// ---- synchronization -------------------------------------------------------------------------------
+__device__ __forceinline__ u32 globaltimer_ns_low() {
+  u32 t;
+  asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t));
+  return t;
+}
+
+// Waits for a barrier phase. The producer's waits trap after the Plan's watchdog (a hang becomes an error);
+// the consumers' cannot: a trap path among the wgmmas makes ptxas serialize them and spill. A consumer
+// waits only for loads the producer issued after its own bounded waits, so a lost signal still traps there.
+template <bool kWatchdog>
+__device__ __forceinline__ void wait(u64* bar, u32 parity) {
+  if (mbarrier_try_wait_parity(bar, parity)) return;
+  const u32 start = globaltimer_ns_low();
+  while (!mbarrier_try_wait_parity(bar, parity))
+    if (kWatchdog && kWaitTimeoutMs > 0 && globaltimer_ns_low() - start > kWaitTimeoutMs * 1000000u) __trap();
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Ties registers to this point: reads after it see the values a completed wgmma wrote, and the compiler
+// cannot move their uses above the wgmma_wait before it.
+template <int N>
+__device__ __forceinline__ void fence_registers(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ u32 pack_half2(float lo, float hi) {
+  u32 r;
+  if constexpr (kBf16)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// ---- shared memory ---------------------------------------------------------------------------------
+struct Barriers {
+  u64 q_full, q_empty;
+  u64 k_full[kKvStages], k_empty[kKvStages];
+  u64 v_full[kKvStages], v_empty[kKvStages];
+};
+static_assert(sizeof(Barriers) <= kSmemBarsBytes, "barrier block larger than the Plan's Bars buffer");
+
+struct Smem {
+  char* base;  // 1024-B aligned (checked at kernel start)
+  __device__ char* q() const { return base + kSmemQOffset; }
+  __device__ char* o() const { return base + kSmemOOffset; }  // the Q buffer when aliased
+  __device__ char* k(int i) const { return base + kSmemKOffset + i * kSmemKStride; }
+  __device__ char* v(int i) const { return base + kSmemVOffset + i * kSmemVStride; }
+  __device__ Barriers& bars() const { return *reinterpret_cast<Barriers*>(base + kSmemBarsOffset); }
+};
+
+// A ring position: stage index and the phase parity of its barriers.
+struct Ring {
+  int index = 0;
+  u32 phase = 0;
+  __device__ void advance() {
+    if (++index == kKvStages) index = 0, phase ^= 1;
+  }
+};
+
+// ---- work decomposition ----------------------------------------------------------------------------
+// Tile -> (m block, head group, batch) and its K/V block range. Causal grids run the longest m blocks first.
+struct Work {
+  int m_block, group, batch;
+  fa4k::BlockRange blocks;
+};
+
+__device__ __forceinline__ Work decompose(const fa4k::AttentionArgs& a, int tile) {
+  Work w;
+  const int groups = a.heads_q / kPack;
+  w.m_block = tile % a.num_m_blocks;
+  if constexpr (kCausal) w.m_block = a.num_m_blocks - 1 - w.m_block;
+  w.group = (tile / a.num_m_blocks) % groups;
+  w.batch = tile / (a.num_m_blocks * groups);
+  w.blocks = fa4k::kv_block_range(w.m_block * kM, kM, kPack, a.seqlen_q, a.seqlen_k, kN, kCausal);
+  return w;
+}
+
+// A packed tile is exactly one kv head's q heads; an unpacked tile is one q head.
+__device__ __forceinline__ int kv_head_of(const fa4k::AttentionArgs& a, const Work& w) {
+  return kPack > 1 ? w.group : w.group / a.q_heads_per_kv;
+}
+
+// ---- Producer ----------------------------------------------------------------------------------------
+// One thread: Q per tile, then K and V of each block into the rings (K first: S needs it first).
+__device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* tq, const TmaDescriptor* tk,
+                         const TmaDescriptor* tv) {
+  Barriers& b = sm.bars();
+  Ring ring;
+  u32 tile_phase = 0;
+  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
+    const Work w = decompose(a, tile);
+    const int kv_head = kv_head_of(a, w);
+    wait<true>(&b.q_empty, tile_phase ^ 1);
+    mbarrier_arrive_expect_tx(&b.q_full, kM * kD * 2);
+    for (int box = 0; box < kD / kBoxCols; ++box)
+      tma_load_5d(sm.q() + box * kM * kSpan, tq, &b.q_full, box * kBoxCols, 0, w.group, w.m_block * kM / kPack, w.batch);
+    for (int j = 0; j < w.blocks.n_blocks; ++j) {
+      const int key0 = (w.blocks.n_first - j) * kN;
+      wait<true>(&b.k_empty[ring.index], ring.phase ^ 1);
+      mbarrier_arrive_expect_tx(&b.k_full[ring.index], kN * kD * 2);
+      for (int box = 0; box < kD / kBoxCols; ++box)
+        tma_load_4d(sm.k(ring.index) + box * kN * kSpan, tk, &b.k_full[ring.index], box * kBoxCols, kv_head, key0, w.batch);
+      wait<true>(&b.v_empty[ring.index], ring.phase ^ 1);
+      mbarrier_arrive_expect_tx(&b.v_full[ring.index], kN * kDv * 2);
+      for (int box = 0; box < kDv / kBoxCols; ++box)
+        tma_load_4d(sm.v(ring.index) + box * kN * kSpan, tv, &b.v_full[ring.index], box * kBoxCols, kv_head, key0, w.batch);
+      ring.advance();
+    }
+  }
+}
+
+// ---- Consumers ---------------------------------------------------------------------------------------
+// S (64 x kN) = Q rows [64 wg, 64 wg + 64) times K^T, both K-major, kD / 16 steps.
+__device__ __forceinline__ void issue_qk(float (&s)[kN / 2], const char* q_tile, const char* k_tile, int wg) {
+  const u32 q_base = smem_u32(q_tile) + wg * kWgRows * kSpan, k_base = smem_u32(k_tile);
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const OperandStep qa = kmajor_step(kSwizzle, kM, kk * 16), kb = kmajor_step(kSwizzle, kN, kk * 16);
+    QkMma::ss(s, make_wgmma_desc(q_base + qa.start, qa.lbo, qa.sbo, kSwizzle),
+              make_wgmma_desc(k_base + kb.start, kb.lbo, kb.sbo, kSwizzle), kk > 0 ? 1u : 0u);
+  }
+}
+
+// O (64 x kDv) (+)= P V: P from registers (the S fragment of 16 keys per step), V MN-major (dv contiguous).
+__device__ __forceinline__ void issue_pv(float (&o)[kDv / 2], const u32 (&p)[kN / 16][4], const char* v_tile,
+                                         bool accumulate) {
+  const u32 v_base = smem_u32(v_tile);
+#pragma unroll
+  for (int kk = 0; kk < kN / 16; ++kk) {
+    const OperandStep vb = mnmajor_step(kSwizzle, kN, kk * 16);
+    PvMma::rs(o, p[kk], make_wgmma_desc(v_base + vb.start, vb.lbo, vb.sbo, kSwizzle), accumulate || kk > 0 ? 1u : 0u);
+  }
+}
+
+// Accumulator fragment of a 64-row wgmma (per warp 16 rows): s[4g + 2r + e] is row lane/4 + 8r, column
+// 8g + 2 (lane % 4) + e. The four lanes of a quad hold one row pair; row statistics reduce over the quad.
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Online softmax of one block: masks keys >= limit[r] (when `masked`), updates the row max m and the
+// thread's partial row sum l, leaves exp2(S * scale_log2 - m * scale_log2) in s and the factor the
+// previous O must be multiplied by in scale.
+__device__ __forceinline__ void softmax_block(float (&s)[kN / 2], float (&m)[2], float (&l)[2], float (&scale)[2],
+                                              bool masked, int key0, const int (&limit)[2], float scale_log2) {
+  const int col0 = key0 + 2 * static_cast<int>(threadIdx.x % 4);
+  if (masked) {
+#pragma unroll
+    for (int g = 0; g < kN / 8; ++g)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (col0 + 8 * g + e >= limit[r]) s[4 * g + 2 * r + e] = FA4_NEG_INF;
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float block_max = s[2 * r];
+#pragma unroll
+    for (int g = 0; g < kN / 8; ++g) block_max = fmaxf(block_max, fmaxf(s[4 * g + 2 * r], s[4 * g + 2 * r + 1]));
+    const float new_max = fmaxf(m[r], quad_max(block_max));
+    const float bias = new_max == FA4_NEG_INF ? 0.f : new_max * scale_log2;  // a row that has seen no key yet
+    scale[r] = exp2_approx(fmaf(m[r], scale_log2, -bias));                    // 0 when m was -inf
+    m[r] = new_max;
+    float sum = 0.f;
+#pragma unroll
+    for (int g = 0; g < kN / 8; ++g)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& x = s[4 * g + 2 * r + e];
+        x = exp2_approx(fmaf(x, scale_log2, -bias));
+        sum += x;
+      }
+    l[r] = fmaf(l[r], scale[r], sum);
+  }
+}
+
+// P as the A operand of the PV wgmma: step kk (keys 16 kk .. 16 kk + 15) is s[8 kk .. 8 kk + 7] packed in pairs.
+__device__ __forceinline__ void pack_p(const float (&s)[kN / 2], u32 (&p)[kN / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kN / 16; ++kk)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[kk][i] = pack_half2(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
+}
+
+__device__ __forceinline__ void rescale_o(float (&o)[kDv / 2], const float (&scale)[2]) {
+#pragma unroll
+  for (int i = 0; i < kDv / 2; ++i) o[i] *= scale[(i / 2) % 2];
+}
+
+// Ping-pong: a consumer issues its wgmmas only in its turn and hands the turn over once they are issued.
+// Both consumers have the same number of issue points per tile (same blocks), so the turns alternate
+// strictly; consumer 1 hands consumer 0 the first turn.
+__device__ __forceinline__ void take_turn(int wg) { named_barrier_sync(kTurnBarrier + wg, kConsumerThreads); }
+__device__ __forceinline__ void pass_turn(int wg) { named_barrier_arrive(kTurnBarrier + (1 - wg), kConsumerThreads); }
+
+// One arrival per consumer warp (the Plan's arrival counts): the warp's wgmmas that read the buffer are complete.
+__device__ __forceinline__ void release(u64* bar) {
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) mbarrier_arrive(bar);
+}
+
+__device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* to, int wg) {
+  Barriers& b = sm.bars();
+  const int lane = threadIdx.x % 32;
+  const int row0 = wg * kWgRows + (threadIdx.x / 32 % 4) * 16 + lane / 4;  // rows row0 and row0 + 8 of the tile
+  Ring ring;
+  u32 tile_phase = 0;
+  if (wg == 1) pass_turn(wg);
+  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
+    const Work w = decompose(a, tile);
+    // Keys row r may see: c < limit[r] (bottom-right causal alignment and the seqlen_k tail).
+    int token[2], limit[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      token[r] = (w.m_block * kM + row0 + 8 * r) / kPack;
+      limit[r] = kCausal ? min(a.seqlen_k, token[r] + a.seqlen_k - a.seqlen_q + 1) : a.seqlen_k;
+    }
+    float o[kDv / 2], s[kN / 2], m[2] = {FA4_NEG_INF, FA4_NEG_INF}, l[2] = {0.f, 0.f}, scale[2];
+    u32 p[kN / 16][4];
+#pragma unroll
+    for (int i = 0; i < kDv / 2; ++i) o[i] = 0.f;
+    wait<false>(&b.q_full, tile_phase);
+
+    // Block 0: S only.
+    wait<false>(&b.k_full[ring.index], ring.phase);
+    take_turn(wg);
+    wgmma_fence();
+    issue_qk(s, sm.q(), sm.k(ring.index), wg);
+    wgmma_commit();
+    pass_turn(wg);
+    wgmma_wait<0>();
+    fence_registers(s);
+    release(&b.k_empty[ring.index]);
+    softmax_block(s, m, l, scale, w.blocks.n_masked > 0, w.blocks.n_first * kN, limit, a.scale_log2);
+    pack_p(s, p);
+    Ring v_pos = ring;  // the V that P multiplies
+    ring.advance();
+
+    for (int j = 1; j < w.blocks.n_blocks; ++j) {
+      // Waits first: wgmmas issued in straight-line code after one fence stay asynchronous (ptxas serializes
+      // them when a spin loop sits between fence and issue).
+      wait<false>(&b.k_full[ring.index], ring.phase);
+      wait<false>(&b.v_full[v_pos.index], v_pos.phase);
+      take_turn(wg);
+      wgmma_fence();
+      issue_qk(s, sm.q(), sm.k(ring.index), wg);
+      wgmma_commit();
+      issue_pv(o, p, sm.v(v_pos.index), j > 1);
+      wgmma_commit();
+      pass_turn(wg);
+      wgmma_wait<1>();  // S_j is complete; PV_(j-1) may still run
+      fence_registers(s);
+      release(&b.k_empty[ring.index]);
+      softmax_block(s, m, l, scale, j < w.blocks.n_masked, (w.blocks.n_first - j) * kN, limit, a.scale_log2);
+      wgmma_wait<0>();
+      fence_registers(o);
+      release(&b.v_empty[v_pos.index]);
+      rescale_o(o, scale);
+      pack_p(s, p);
+      v_pos = ring;
+      ring.advance();
+    }
+    // The last block's PV.
+    wait<false>(&b.v_full[v_pos.index], v_pos.phase);
+    take_turn(wg);
+    wgmma_fence();
+    issue_pv(o, p, sm.v(v_pos.index), w.blocks.n_blocks > 1);
+    wgmma_commit();
+    pass_turn(wg);
+    wgmma_wait<0>();
+    fence_registers(o);
+    release(&b.v_empty[v_pos.index]);
+    if constexpr (!kOAliasesQ) release(&b.q_empty);  // every QK of this warpgroup has read Q
+
+    // Epilogue: normalise, LSE, O through swizzled shared memory to a TMA store.
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float sum = quad_sum(l[r]);
+      inv[r] = sum > 0.f ? 1.f / sum : 0.f;  // rows that saw no key: O = 0, LSE = -inf
+      if (kWriteLse && lane % 4 == 0 && token[r] < a.seqlen_q) {
+        const int packed_row = w.m_block * kM + row0 + 8 * r;
+        const int q_head = kPack > 1 ? w.group * kPack + packed_row % kPack : w.group;
+        a.lse[(static_cast<long long>(w.batch) * a.heads_q + q_head) * a.seqlen_q + token[r]] =
+            sum > 0.f ? (m[r] * a.scale_log2 + __log2f(sum)) * kLn2 : FA4_NEG_INF;
+      }
+    }
+    // The O buffer is free: the previous tile's store has read it (its issuer waited before this barrier),
+    // and when it is Q's buffer, both warpgroups' QKs are complete.
+    named_barrier_sync(kConsumerBarrier, kConsumerThreads);
+    char* o_tile = sm.o();
+#pragma unroll
+    for (int g = 0; g < kDv / 8; ++g)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const u32 col = 8 * g + 2 * (lane % 4);
+        *reinterpret_cast<u32*>(o_tile + swizzle_address(tile_offset(kSwizzle, kM, row0 + 8 * r, col), kSwizzle)) =
+            pack_half2(o[4 * g + 2 * r] * inv[r], o[4 * g + 2 * r + 1] * inv[r]);
+      }
+    fence_proxy_async_shared();
+    named_barrier_sync(kConsumerBarrier, kConsumerThreads);
+    if (wg == 0 && threadIdx.x % 128 == 0) {
+      for (int box = 0; box < kDv / kBoxCols; ++box)
+        tma_store_5d(to, o_tile + box * kM * kSpan, box * kBoxCols, 0, w.group, w.m_block * kM / kPack, w.batch);
+      bulk_commit_group();
+      bulk_wait_group_read<0>();
+      if constexpr (kOAliasesQ) mbarrier_arrive(&b.q_empty);  // the store has read the Q buffer
+    }
+  }
+  if (wg == 0 && threadIdx.x % 128 == 0) bulk_wait_group<0>();
+}
+
+}  // namespace fa4::sm90::fwd
+
+extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
+    fa4_sm90_fwd(const fa4k::AttentionArgs args, const __grid_constant__ fa4::TmaDescriptor tma_q,
+                 const __grid_constant__ fa4::TmaDescriptor tma_k, const __grid_constant__ fa4::TmaDescriptor tma_v,
+                 const __grid_constant__ fa4::TmaDescriptor tma_o) {
+  using namespace fa4;
+  using namespace fa4::sm90::fwd;
+  extern __shared__ __align__(1024) char smem_raw[];
+  const Smem sm{smem_raw};
+  const int warp = threadIdx.x / 32;
+  if (threadIdx.x == 0) {
+    if (smem_u32(sm.base) % 1024) __trap();  // the swizzle atoms need 1024-byte alignment
+    Barriers& b = sm.bars();
+    mbarrier_init(&b.q_full, kBarQFullArrivals);
+    mbarrier_init(&b.q_empty, kBarQEmptyArrivals);
+    for (int i = 0; i < kKvStages; ++i) {
+      mbarrier_init(&b.k_full[i], kBarKFullArrivals);
+      mbarrier_init(&b.k_empty[i], kBarKEmptyArrivals);
+      mbarrier_init(&b.v_full[i], kBarVFullArrivals);
+      mbarrier_init(&b.v_empty[i], kBarVEmptyArrivals);
+    }
+    fence_mbarrier_init();
+    tma_prefetch_descriptor(&tma_q);
+    tma_prefetch_descriptor(&tma_k);
+    tma_prefetch_descriptor(&tma_v);
+    tma_prefetch_descriptor(&tma_o);
+  }
+  __syncthreads();
+  if (warp >= kRoleProducerFirstWarp) {
+    setmaxnreg_dec<kRoleProducerRegs>();
+    if (threadIdx.x == kRoleProducerFirstWarp * 32) producer(args, sm, &tma_q, &tma_k, &tma_v);
+  } else {
+    setmaxnreg_inc<kRoleConsumer0Regs>();
+    consumer(args, sm, &tma_o, warp < kRoleConsumer1FirstWarp ? 0 : 1);
+  }
+}

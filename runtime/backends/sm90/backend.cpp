@@ -1,0 +1,176 @@
+// The sm90 backend: the FlashAttention-3-class forward kernel for Hopper (kernel_src/sm90/fwd.cuh), compiled
+// for sm_90a (wgmma, setmaxnreg). The Plan holds every tile, stage, buffer, warp role, register budget,
+// barrier and TMA box the kernel uses.
+#include <algorithm>
+
+#include "fa4/error.hpp"
+#include "runtime/backend.hpp"
+#include "runtime/tma.hpp"
+
+namespace fa4::detail {
+namespace {
+
+constexpr int kTileM = 128;          // two consumer warpgroups of 64 rows (the wgmma M)
+constexpr int kSmemBudget = 232448;  // sm_90 opt-in shared memory per block
+constexpr int kMaxStages = 4;        // deeper rings buy nothing once loads hide behind two blocks of MMAs
+
+// Registers per thread after setmaxnreg: 128 * producer + 256 * consumer <= 65536. ptxas compiles the
+// consumer code against its own budget, so S, P and O fit in registers at once.
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+
+
+int round_up(int x, int to) { return (x + to - 1) / to * to; }
+
+// Keys per K/V block: the QK wgmma's N. As wide as a consumer's registers hold S (N/2 fp32), P (N/4) and O
+// (dv/2) at once and two stages of K and V fit beside Q; causal tiles use 128 for d <= 128, so fewer keys
+// of the diagonal blocks are masked away.
+int tile_n(int head_dim, bool causal) {
+  if (head_dim <= 64) return causal ? 128 : 192;
+  if (head_dim <= 96) return 128;
+  if (head_dim <= 128) return causal ? 128 : 176;
+  if (head_dim <= 192) return 112;
+  return 80;
+}
+
+int gqa_pack(int q_heads_per_kv) { return q_heads_per_kv > 1 && kTileM % q_heads_per_kv == 0 ? q_heads_per_kv : 1; }
+
+class Sm90Backend final : public KernelBackend {
+ public:
+  Backend id() const override { return Backend::sm90; }
+  std::string cannot_run_on(int device_arch) const override {
+    return device_arch == 90 ? "" : "sm90 needs an sm_90 device (wgmma), this one is sm_" + std::to_string(device_arch);
+  }
+  KernelKey key(KernelKey base, const KernelConfig& config, int) const override {
+    base.arch = 90;
+    base.variant = ArchVariant::specific;
+    base.gqa_pack = gqa_pack(config.q_heads_per_kv);
+    return base;
+  }
+  bool supports(const KernelKey& key, std::string* why) const override;
+  Plan plan(const KernelKey& key) const override;
+  LaunchShape launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count) const override {
+    return tile_grid(plan, scheduled, sm_count);
+  }
+  int tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out) const override {
+    return dense_attention_maps(plan, problem, out);
+  }
+};
+
+bool Sm90Backend::supports(const KernelKey& key, std::string* why) const {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (key.backend != id()) return no("not an sm90 key");
+  const int d = key.head_dim, dv = key.head_dim_v;
+  const bool dims_ok = (d == dv && (d == 64 || d == 96 || d == 128 || d == 256)) || (d == 192 && dv == 128);
+  if (!dims_ok)
+    return no("head dims (" + std::to_string(d) + ", " + std::to_string(dv) +
+              ") are not (64,64), (96,96), (128,128), (256,256) or (192,128); the portable kernel serves them");
+  if (key.gqa_pack < 1 || kTileM % key.gqa_pack) return no("gqa_pack must divide 128");
+  if (key.op != KernelOp::attention) return no("the combine kernel is portable");
+  if (key.window || key.softcap || key.sinks)
+    return no("sliding windows, softcapping and attention sinks run on the portable kernels");
+  if (key.decode) return no("decode shapes run on the portable decode kernel");
+  if (key.varlen || key.paged || key.split)
+    return no("ragged batches, paged KV and split-KV run on the portable kernel (the sm90 kernel takes dense tensors)");
+  return true;
+}
+
+Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the key
+  Plan p;
+  p.key = key;
+  p.kernel_name = "fa4_sm90_fwd";
+  p.source = "sm90/fwd.cuh";
+  p.threads = 384;
+  p.tile_m = kTileM;
+  p.tile_n = tile_n(key.head_dim, key.causal);
+  // Non-causal tiles all cost the same: one CTA per SM walks them. Causal grids launch every tile, longest
+  // first, and let the hardware fill SMs as short tiles finish.
+  p.persistent = !key.causal;
+  p.wait_timeout_ms = 4000;  // a barrier wait longer than this traps: a hang becomes an error
+
+  // Shared memory: 128B swizzle when every row is a whole number of 128-B spans, else 64B (d = 96).
+  const int d = key.head_dim, dv = key.head_dim_v, n = p.tile_n;
+  const int swizzle = (d % 64 == 0 && dv % 64 == 0) ? 128 : 64;
+  const int box_cols = swizzle / 2;
+  const int q_bytes = kTileM * d * 2, o_bytes = kTileM * dv * 2;
+  const int k_slot = n * d * 2, v_slot = n * dv * 2;
+  auto barrier_bytes = [](int stages) { return 8 * (2 + 4 * stages); };
+  auto fits = [&](int stages, bool alias) {
+    int end = round_up(q_bytes, 1024) + stages * (k_slot + v_slot);
+    if (!alias) end = round_up(end, 1024) + o_bytes;
+    return round_up(end, 16) + barrier_bytes(stages) <= kSmemBudget;
+  };
+  // The deepest ring that fits; O gets its own buffer unless that leaves fewer than two stages.
+  bool o_aliases_q = false;
+  int stages = kMaxStages;
+  while (stages >= 2 && !fits(stages, false)) --stages;
+  if (stages < 2) {
+    o_aliases_q = true;
+    stages = kMaxStages;
+    while (stages >= 2 && !fits(stages, true)) --stages;
+  }
+  if (stages < 2) throw Error(ErrorCode::internal, key.name() + ": fewer than two K/V stages fit in shared memory");
+  if (o_aliases_q && dv > d) throw Error(ErrorCode::internal, key.name() + ": O can be staged over Q only when dv <= d");
+  p.kv_stages = stages;
+
+  int offset = 0;
+  auto add = [&](const std::string& name, int bytes, int stride, const std::string& contents, int align = 1024) {
+    offset = round_up(offset, align);
+    p.smem.push_back({name, offset, bytes, stride, contents});
+    offset += bytes;
+  };
+  const std::string boxes = "TMA boxes of " + std::to_string(box_cols) + " columns, " + std::to_string(swizzle) + "B swizzle";
+  add("Q", q_bytes, 0, "the Q tile, 128 rows x d, " + boxes);
+  add("K", stages * k_slot, k_slot, std::to_string(stages) + " K blocks of " + std::to_string(n) + " rows x d");
+  add("V", stages * v_slot, v_slot, std::to_string(stages) + " V blocks of " + std::to_string(n) + " rows x dv");
+  if (o_aliases_q)
+    p.smem.push_back({"O", p.smem[0].offset, o_bytes, 0, "O over the Q buffer for the TMA store (Q is reloaded after the store has read it)"});
+  else
+    add("O", o_bytes, 0, "the O tile for the TMA store, same box layout as Q");
+  add("Bars", barrier_bytes(stages), 0, "mbarriers (see the barrier list)", 16);
+  p.smem_bytes = round_up(offset, 16);
+
+  p.roles = {
+      {"Consumer0", 0, 4, kConsumerRegs,
+       "rows 0-63: S = Q K^T (wgmma SS), online softmax, O += P V (wgmma RS) overlapped with the next softmax, "
+       "epilogue; its thread 0 issues the TMA store of O"},
+      {"Consumer1", 4, 4, kConsumerRegs, "rows 64-127, the same"},
+      {"Producer", 8, 4, kProducerRegs, "one thread issues the TMA loads of Q and the K and V rings; the rest idle"},
+  };
+  p.barriers = {
+      {"QFull", 1, 1, true, "Producer", "Consumers", "Q tile landed (" + std::to_string(q_bytes) + " B)"},
+      {"QEmpty", 1, o_aliases_q ? 1 : 8, false, o_aliases_q ? "Consumer0 (O store)" : "Consumers (one per warp)", "Producer",
+       o_aliases_q ? "the O store has read the Q buffer" : "every QK of the tile is complete"},
+      {"KFull", stages, 1, true, "Producer", "Consumers", "K block landed"},
+      {"KEmpty", stages, 8, false, "Consumers (one per warp)", "Producer", "the QK reading the K block is complete"},
+      {"VFull", stages, 1, true, "Producer", "Consumers", "V block landed"},
+      {"VEmpty", stages, 8, false, "Consumers (one per warp)", "Producer", "the PV reading the V block is complete"},
+  };
+  p.tma = {
+      {"Q", box_cols, kTileM / key.gqa_pack, swizzle},
+      {"K", box_cols, n, swizzle},
+      {"V", box_cols, n, swizzle},
+      {"O", box_cols, kTileM / key.gqa_pack, swizzle},
+  };
+  p.risks = {
+      "O is rescaled by every block's max change (no lazy rescale yet); the two consumer warpgroups run without "
+      "ping-pong ordering, so their softmax and GEMMs overlap only as the warp schedulers happen to interleave them.",
+      "Bounded waits: a barrier wait longer than " + std::to_string(p.wait_timeout_ms) +
+          " ms traps; a preempted or debugged kernel could trip it.",
+      "Fallback: head dims other than (64,64), (96,96), (128,128), (256,256), (192,128), serving shapes and variants use the "
+      "portable kernels.",
+  };
+  if (o_aliases_q) p.risks.push_back("O is staged over Q: the next tile's Q load waits for the previous O store.");
+  return p;
+}
+
+}  // namespace
+
+const KernelBackend& sm90_backend() {
+  static const Sm90Backend backend;
+  return backend;
+}
+
+}  // namespace fa4::detail

@@ -1,0 +1,102 @@
+// The Hopper kernel (Backend::sm90), statically: Plan invariants and an NVRTC compile of every supported
+// configuration for sm_90a: no spills, no local memory, and no wgmma serialized by ptxas (its C75xx
+// "Potential Performance Loss" notes: a wgmma pipeline that ptxas cannot keep asynchronous).
+#include <gtest/gtest.h>
+
+#include "fa4/fa4.hpp"
+#include "runtime/backend.hpp"
+#include "runtime/codegen.hpp"
+#include "runtime/nvrtc.hpp"
+#include "test_util.hpp"
+
+namespace fa4 {
+namespace {
+
+constexpr int kSmemLimit = 232448;  // 227 KB opt-in per block on sm_90
+
+std::vector<KernelKey> sm90_keys() {
+  std::vector<KernelKey> keys;
+  for (const KernelConfig& c : supported_configs(Backend::sm90, 90)) keys.push_back(detail::key_for_config(c, 90));
+  for (int ratio : {4, 8, 32}) {  // GQA packing variants
+    KernelConfig c;
+    c.backend = Backend::sm90;
+    c.q_heads_per_kv = ratio;
+    keys.push_back(detail::key_for_config(c, 90));
+  }
+  return keys;
+}
+
+std::string key_label(const testing::TestParamInfo<KernelKey>& info) { return info.param.name(); }
+
+TEST(Sm90Backend, ServesEveryDenseHeadDimButTheSmallest) {
+  int served = 0;
+  for (auto [d, dv] : supported_head_dims()) {
+    KernelConfig c;
+    c.backend = Backend::sm90;
+    c.head_dim = d;
+    c.head_dim_v = dv;
+    const bool ok = detail::supports(detail::key_for_config(c, 90), nullptr);
+    EXPECT_EQ(ok, d != 32 && !(d == 192 && dv == 192)) << d << "," << dv;
+    served += ok;
+  }
+  EXPECT_EQ(served, 5);
+}
+
+class Sm90Plan : public testing::TestWithParam<KernelKey> {};
+
+TEST_P(Sm90Plan, Invariants) {
+  const Plan p = detail::make_plan(GetParam());
+  EXPECT_EQ(p.key.target(), "sm_90a");
+  EXPECT_LE(p.smem_bytes, kSmemLimit);
+  EXPECT_LE(p.registers_total(), 65536) << "setmaxnreg budgets exceed the register file";
+  EXPECT_GE(p.kv_stages, 2);
+  EXPECT_EQ(p.tile_n % 16, 0) << "PV steps over 16 keys";
+  EXPECT_LE(p.tile_n, 256) << "one TMA box and one wgmma N";
+  // Buffers fit and do not overlap, except O staged over Q (then O lies inside Q).
+  for (size_t i = 0; i < p.smem.size(); ++i) {
+    EXPECT_LE(p.smem[i].offset + p.smem[i].bytes, p.smem_bytes) << p.smem[i].name;
+    EXPECT_EQ(p.smem[i].name == "Bars" ? 0 : p.smem[i].offset % 1024, 0) << p.smem[i].name << ": swizzle atoms need 1024-B alignment";
+    for (size_t j = i + 1; j < p.smem.size(); ++j) {
+      const SmemBuffer &a = p.smem[i], &b = p.smem[j];
+      if (a.name == "Q" && b.name == "O" && a.offset == b.offset) {
+        EXPECT_LE(b.bytes, a.bytes);
+        continue;
+      }
+      EXPECT_TRUE(a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset) << a.name << " vs " << b.name;
+    }
+  }
+  // Roles cover the 12 warps once; consumers are whole warpgroups (wgmma), the producer a warpgroup (setmaxnreg).
+  std::vector<int> owner(p.threads / 32, 0);
+  for (const WarpRole& r : p.roles) {
+    EXPECT_EQ(r.first_warp % 4, 0) << r.name;
+    EXPECT_EQ(r.warps, 4) << r.name;
+    for (int w = r.first_warp; w < r.first_warp + r.warps; ++w) owner.at(w)++;
+  }
+  for (int w = 0; w < static_cast<int>(owner.size()); ++w) EXPECT_EQ(owner[w], 1) << "warp " << w;
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, Sm90Plan, testing::ValuesIn(sm90_keys()), key_label);
+
+class Sm90Compile : public testing::TestWithParam<KernelKey> {};
+
+TEST_P(Sm90Compile, CompilesWithoutSpillsOrSerializedWgmma) {
+  const KernelKey key = GetParam();
+  const Plan plan = detail::make_plan(key);
+  std::vector<std::string> options = detail::compile_options(key);
+  options.push_back("--ptxas-options=--verbose");
+  const detail::CompiledKernel k = detail::nvrtc_compile(detail::assemble_source(plan), options, key.name(), "");
+  ASSERT_GT(k.cubin.size(), 1000u);
+  const detail::ResourceUsage r = detail::parse_ptxas_report(k.log);
+  ASSERT_TRUE(r.found) << k.log;
+  EXPECT_EQ(r.spill_store_bytes, 0) << "spill stores in " << key.name() << "\n" << k.log;
+  EXPECT_EQ(r.spill_load_bytes, 0) << "spill loads in " << key.name() << "\n" << k.log;
+  EXPECT_EQ(r.stack_bytes, 0) << "local memory in " << key.name() << "\n" << k.log;
+  EXPECT_EQ(k.log.find("Potential Performance Loss"), std::string::npos) << key.name() << "\n" << k.log;
+  EXPECT_LE(r.registers, 168) << "launch bounds (384 threads, 1 CTA/SM) cap the entry at 168";
+  std::cout << key.name() << ": " << k.milliseconds << " ms, " << r.registers << " registers\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, Sm90Compile, testing::ValuesIn(sm90_keys()), key_label);
+
+}  // namespace
+}  // namespace fa4

@@ -1,0 +1,130 @@
+// The Hopper kernel (Backend::sm90: TMA, wgmma, a producer warpgroup and two consumer warpgroups) on the
+// H200, through the public API. Random inputs, outputs poisoned before every run, EVERY element of O and
+// of the LSE compared with the float64 CPU reference (small problems) or the float32 GPU reference (large
+// ones), the padding around strided outputs checked untouched (verify/attention_check.hpp).
+//
+// Coverage: every head dim it takes, (64,64), (96,96), (128,128), (192,128), (256,256); bf16 and fp16; GQA
+// ratios 1, 3 (does not divide the tile: one q head per tile), 4, 8 and MQA (packed tiles); sequence
+// lengths with tails and seqlen_q != seqlen_k both ways (causal rows that see no key); near one-hot softmax
+// (many max changes); LSE on and off; strided layouts; persistent grids with more tiles than SMs, where
+// barrier phases and the Q/O buffers carry from tile to tile.
+#include <tuple>
+
+#include "verify/attention_check.hpp"
+#include "test_util.hpp"
+
+namespace fa4::test {
+namespace {
+
+Options sm90_options() {
+  Options o = Options::from_env();
+  o.backend = Backend::sm90;
+  o.self_check = false;  // a wrong result must fail here, not fall back
+  return o;
+}
+
+std::vector<Case> sm90_cases() {
+  std::vector<Case> cases = head_dim_cases({{64, 64}, {96, 96}, {128, 128}, {192, 128}, {256, 256}});
+  for (const auto& family : {fp16_mqa_cases({{64, 64}, {128, 128}, {192, 128}, {256, 256}}),
+                             gqa_cases({{"gqa1", 4, 4}, {"gqa3", 6, 2}, {"gqa4", 8, 2}, {"gqa8", 16, 2}, {"mqa", 8, 1}}),
+                             extreme_logit_cases()})
+    cases.insert(cases.end(), family.begin(), family.end());
+  for (int d : {64, 128, 256})
+    for (bool causal : {false, true}) {
+      Case c;
+      c.name = "seqlens_bf16_d" + std::to_string(d) + "_" + mask_name(causal);
+      c.d = c.dv = d, c.causal = causal, c.heads_q = 2, c.heads_kv = 1;
+      c.shapes = {{1, 1}, {1, 17}, {17, 1}, {128, 128}, {17, 1000}, {1000, 17}, {1000, 1000}, {4096, 4096}, {129, 4096}};
+      cases.push_back(c);
+    }
+  {
+    Case c;
+    c.name = "nolse_bf16_d128_causal";
+    c.causal = true, c.lse = false, c.heads_q = 3, c.heads_kv = 3;
+    c.shapes = {{257, 190}, {190, 257}};
+    cases.push_back(c);
+    c = Case{};
+    c.name = "packed_qkv_bf16_d128_causal";
+    c.causal = true, c.batch = 2, c.heads_q = 8, c.heads_kv = 2, c.layout = Layout::packed_qkv;
+    c.shapes = {{300, 300}};
+    cases.push_back(c);
+    c = Case{};
+    c.name = "head_major_bf16_d64_full";
+    c.d = c.dv = 64, c.batch = 2, c.heads_q = 4, c.heads_kv = 2, c.layout = Layout::head_major;
+    c.shapes = {{257, 190}};
+    cases.push_back(c);
+    c = Case{};
+    c.name = "padded_fp16_d96_causal";
+    c.dtype = DType::fp16, c.d = c.dv = 96, c.causal = true, c.batch = 2, c.heads_q = 6, c.heads_kv = 3;
+    c.layout = Layout::padded;
+    c.shapes = {{130, 333}};
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+// Every configuration (head dims x causal x LSE x packed or not) on problems with more tiles than the H200
+// has SMs (each persistent CTA walks several tiles), with tails on both sequence lengths.
+std::vector<Case> tile_cases() {
+  std::vector<Case> cases;
+  for (auto [d, dv] : {std::pair{64, 64}, {96, 96}, {128, 128}, {192, 128}, {256, 256}})
+    for (bool causal : {false, true})
+      for (bool lse : {false, true})
+        for (bool packed : {false, true}) {
+          Case c;
+          c.name = "tiles_" + dim_name(d, dv) + "_" + mask_name(causal) + (lse ? "_lse" : "") + (packed ? "_gqa4" : "_gqa3");
+          c.d = d, c.dv = dv, c.causal = causal, c.lse = lse, c.batch = 2;
+          c.heads_kv = 8, c.heads_q = packed ? 32 : 24;  // 160 or 144 tiles of 128 rows per 300 tokens
+          c.shapes = {{600, 700}, {700, 600}};
+          cases.push_back(c);
+        }
+  Case c;  // long rows: many blocks per tile, both ring stages reused many times
+  c.name = "long_bf16_d128_causal";
+  c.causal = true, c.batch = 1, c.heads_q = 16, c.heads_kv = 4;
+  c.shapes = {{4096, 8192}};
+  cases.push_back(c);
+  return cases;
+}
+
+class Sm90Attention : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Sm90Attention, MatchesReferenceOnEveryElement) {
+  FA4_REQUIRE_SM90();
+  PrimaryContext context;
+  Attention attention(sm90_options());
+  expect_case_passes(attention, Backend::sm90, GetParam(), "sm90");
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(Cases, Sm90Attention, ::testing::ValuesIn(sm90_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Tiles, Sm90Attention, ::testing::ValuesIn(tile_cases()), case_name);
+
+// Automatic selection on Hopper, with the first-use self-check on (as engines run it): the sm90 kernel for
+// what it takes (so it passed its self-check against the portable kernel, causal included), the portable
+// kernel for the rest.
+TEST(Sm90Selection, AutomaticBackendOnHopper) {
+  FA4_REQUIRE_SM90();
+  PrimaryContext context;
+  Options o = Options::from_env();
+  o.backend = Backend::automatic;
+  o.self_check = true;
+  Attention attention(o);
+  for (bool causal : {false, true}) {
+    Case c;
+    c.name = std::string("auto_") + mask_name(causal);
+    c.causal = causal, c.heads_q = 2, c.heads_kv = 1;
+    c.shapes = {{300, 300}};
+    const CheckResult r = check_attention(attention, Backend::sm90, c, c.shapes.front(), 5);
+    EXPECT_TRUE(r.passed) << c.name << ": " << r.failures;
+  }
+  Case d32;
+  d32.name = "auto_d32";
+  d32.d = d32.dv = 32, d32.heads_q = 2, d32.heads_kv = 1;
+  d32.shapes = {{100, 100}};
+  const CheckResult r = check_attention(attention, Backend::portable, d32, d32.shapes.front(), 5);
+  EXPECT_TRUE(r.passed) << r.failures;
+}
+
+}  // namespace
+}  // namespace fa4::test
