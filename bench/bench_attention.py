@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Forward attention TFLOP/s: fa4rt next to PyTorch's flash and cuDNN SDPA backends, in one run.
+"""Forward attention TFLOP/s: fa4rt next to PyTorch's flash and cuDNN SDPA backends and FA4-cute (its sm90
+kernel on Hopper, when flash_attn.cute imports), in one run.
 
 The sweep: 16384 tokens (batch x seqlen = 32x512 .. 1x16384),
 2048/head_dim heads, head_dim 64/128/256, causal and not, plus GQA 32q/8kv d128 rows. Each time is the
@@ -114,19 +115,22 @@ def write_results(prefix, meta, rows):
     lines = ["# fa4rt attention forward benchmark", ""]
     lines += ["- %s: %s" % (k, v) for k, v in meta.items()]
     lines += ["", "TFLOP/s (median). check: max abs diff of fa4rt vs the flash backend on one input set.", "",
-              "| head_dim | causal | batch x seqlen | fa4rt | PyTorch flash | cuDNN | fa4rt/cuDNN | check |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| head_dim | causal | batch x seqlen | fa4rt | PyTorch flash | cuDNN | FA4-cute | fa4rt/cuDNN | fa4rt/FA4-cute | check |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        ratio = r["fa4rt"]["tflops"] / r["cudnn"]["tflops"] if r["fa4rt"].get("tflops") and r["cudnn"].get("tflops") else None
+        def ratio_to(peer):
+            mine, theirs = r["fa4rt"].get("tflops"), r.get(peer, {}).get("tflops")
+            return mine / theirs if mine and theirs else None
         check = r["check"]
         fa4_text = fmt(r["fa4rt"].get("tflops")) if "error" not in r["fa4rt"] else "error"
         if r["fa4rt"].get("tflops") and not check.get("ok"):
             fa4_text += " (unverified)"
-        lines.append("| %s | %s | %dx%d | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %dx%d | %s | %s | %s | %s | %s | %s | %s |" % (
             r["label"], "yes" if r["causal"] else "no", r["batch"], r["seqlen"], fa4_text,
-            fmt(r["flash"].get("tflops")), fmt(r["cudnn"].get("tflops")), fmt(ratio, "%.2f"), check_text(check)))
+            fmt(r["flash"].get("tflops")), fmt(r["cudnn"].get("tflops")), fmt(r.get("fa4cute", {}).get("tflops")),
+            fmt(ratio_to("cudnn"), "%.2f"), fmt(ratio_to("fa4cute"), "%.2f"), check_text(check)))
     errors = [(r["label"], "causal" if r["causal"] else "full", r["batch"], r["seqlen"], name, r[name]["error"])
-              for r in rows for name in ("fa4rt", "flash", "cudnn") if "error" in r[name]]
+              for r in rows for name in ("fa4rt", "flash", "cudnn", "fa4cute") if "error" in r.get(name, {})]
     if errors:
         lines += ["", "Errors:", ""] + ["- head_dim %s %s %dx%d, %s: %s" % e for e in errors]
     with open(prefix + ".md", "w") as f:
@@ -163,6 +167,8 @@ def main():
     except ImportError:
         pass
 
+    cute = peers_env.fa4_cute()
+    meta["fa4cute"] = "importable" if cute else "not importable (its column shows n/a)"
     attn = None
     try:
         torch.zeros(1, device="cuda")  # prewarm compiles for the current context's device: create it first
@@ -180,16 +186,16 @@ def main():
     for k, v in meta.items():
         print("%s: %s" % (k, v))
 
-    print("\n%-16s %-6s %-12s %9s %9s %9s  %s" % ("head_dim", "causal", "b x s", "fa4rt", "flash", "cudnn", "check"),
-          flush=True)
+    print("\n%-16s %-6s %-12s %9s %9s %9s %9s  %s" % ("head_dim", "causal", "b x s", "fa4rt", "flash", "cudnn",
+                                                      "FA4-cute", "check"), flush=True)
     rows = []
     for shape in shapes:
-        rows.append(bench_shape(torch, F, SDPBackend, sdpa_kernel, attn, timer, shape, dtype, args.dtype))
+        rows.append(bench_shape(torch, F, SDPBackend, sdpa_kernel, attn, cute, timer, shape, dtype, args.dtype))
         r = rows[-1]
-        print("%-16s %-6s %-12s %9s %9s %9s  %s" % (
+        print("%-16s %-6s %-12s %9s %9s %9s %9s  %s" % (
             r["label"], "yes" if shape.causal else "no", "%dx%d" % (shape.batch, shape.seqlen),
             fmt(r["fa4rt"].get("tflops")), fmt(r["flash"].get("tflops")), fmt(r["cudnn"].get("tflops")),
-            check_text(r["check"])), flush=True)
+            fmt(r["fa4cute"].get("tflops")), check_text(r["check"])), flush=True)
         write_results(args.out_prefix, meta, rows)
         torch.cuda.empty_cache()
     print("\nwrote %s.md and %s.json" % (args.out_prefix, args.out_prefix))
@@ -199,7 +205,7 @@ def main():
     return 0
 
 
-def bench_shape(torch, F, SDPBackend, sdpa_kernel, attn, timer, s, dtype, dtype_name):
+def bench_shape(torch, F, SDPBackend, sdpa_kernel, attn, cute, timer, s, dtype, dtype_name):
     b, n, hq, hkv, d = s.batch, s.seqlen, s.heads_q, s.heads_kv, s.head_dim
     set_bytes = 2 * (2 * b * n * hq * d + 2 * b * n * hkv * d)  # q, o, k, v
     n_sets = 1 if set_bytes >= 2 * L2_BYTES else min(8, math.ceil(2 * L2_BYTES / set_bytes))
@@ -258,6 +264,13 @@ def bench_shape(torch, F, SDPBackend, sdpa_kernel, attn, timer, s, dtype, dtype_
         measure("fa4rt", run_fa4)
     measure("flash", run_sdpa, SDPBackend.FLASH_ATTENTION)
     measure("cudnn", run_sdpa, SDPBackend.CUDNN_ATTENTION)
+    if cute is None:
+        row["fa4cute"] = {}  # not importable here (meta says so): an empty column, not an error per row
+    else:
+        def run_cute():
+            q, k, v = next_set()
+            cute(q, k, v, causal=s.causal)
+        measure("fa4cute", run_cute)
     return row
 
 

@@ -60,15 +60,6 @@ def rows(args):
     return [r for r in table if not args.rows or re.search(args.rows, r.label)]
 
 
-def fa4_cute():
-    """FA4-cute's flash_attn_func, or None."""
-    try:
-        from flash_attn.cute import flash_attn_func
-        return flash_attn_func
-    except Exception:  # absent, or it fails to import on this machine
-        return None
-
-
 def reference_seq0(torch, q, k, v):
     """Sequence 0 in float32: q [sq, hq, d], k/v [s, hkv, d] -> [sq, hq, d]; q heads grouped per kv head."""
     sq, hq, _ = q.shape
@@ -221,7 +212,7 @@ def main():
     if env is None:
         return 77
     torch, F, SDPBackend, sdpa_kernel = env
-    attn, cute = fa4rt.Attention(), fa4_cute()
+    attn, cute = fa4rt.Attention(), peers_env.fa4_cute()
     print("fa4rt %s (%s), torch %s, CUDA %s, cuDNN %s, %s; FA4-cute %s" % (
         fa4rt.version(), fa4rt.library_path(), torch.__version__, torch.version.cuda, torch.backends.cudnn.version(),
         torch.cuda.get_device_name(), "importable" if cute else "n/a"))

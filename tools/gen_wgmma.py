@@ -8,7 +8,7 @@ script writes them once (run it again after changing N_VALUES). Forms:
 """
 import pathlib
 
-N_VALUES = (64, 80, 96, 112, 128, 176, 192, 256)  # QK block widths and value head dims the Plan can choose
+N_VALUES = (64, 80, 96, 112, 128, 160, 192, 256)  # QK block widths and value head dims the Plan can choose
 OUT = pathlib.Path(__file__).resolve().parent.parent / "kernel_src/sm90/wgmma.cuh"
 
 

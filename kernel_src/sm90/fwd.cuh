@@ -6,13 +6,15 @@
 // One CTA = one tile of 128 packed rows (token * gqa_pack + head in pack) against every K/V block its
 // rows see, highest block first (the masked ones come first). 12 warps:
 //   0-3 Consumer0, 4-7 Consumer1: rows 0-63 and 64-127 of the tile (the wgmma M of 64)
-//   8-11 Producer: one thread issues the TMA loads (Q once per tile; K and V rings); setmaxnreg moves the
-//   warpgroup's registers to the consumers, which hold S, P and O at once
+//   8 Producer: one thread issues the TMA loads (Q once per tile; K and V rings)
+//   9 Storer: one thread issues the TMA store of each tile's O, so no consumer waits for it
+//   10-11 idle; setmaxnreg moves the warpgroup's registers to the consumers, which hold S, P and O at once
 // A consumer overlaps its softmax of block j with its own PV of block j-1 on the tensor cores:
 //   issue S_j = Q K_j^T, issue O += P_(j-1) V_(j-1); wait for S_j; softmax (max, exp2, row sum);
 //   wait for the PV; O *= exp2(m_old - m_new); P_j = bf16(S_j).
 // and the two consumers take turns to issue (ping-pong through two named barriers), so one's softmax runs
-// while the other's wgmmas occupy the tensor cores.
+// while the other's wgmmas occupy the tensor cores. Each consumer writes its rows of O into shared memory
+// (over its own rows of Q when the Plan stages O there) and goes on to the next tile.
 #include "common/block_range.h"
 #include "common/params.h"
 #include "common/ptx.cuh"
@@ -36,11 +38,17 @@ constexpr int kBoxCols = kTmaQBoxCols;
 constexpr bool kOAliasesQ = kSmemOOffset == kSmemQOffset;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr u32 kConsumerThreads = 2 * 128;
-constexpr u32 kConsumerBarrier = 1;  // named barrier of the two consumer warpgroups (0 is __syncthreads)
-constexpr u32 kTurnBarrier = 2;      // 2 + w: consumer w may issue its wgmmas
+constexpr u32 kStoreBarrier = 1;  // named barrier: both consumers' O rows are staged (0 is __syncthreads)
+constexpr u32 kTurnBarrier = 2;   // 2 + w: consumer w may issue its wgmmas
 #define FA4_NEG_INF __int_as_float(0xff800000u)
 static_assert(kM == 2 * kWgRows && kThreads == 384, "two consumer warpgroups of 64 rows and a producer warpgroup");
 static_assert(kD % 16 == 0 && kN % 16 == 0 && kD % kBoxCols == 0 && kDv % kBoxCols == 0, "whole MMA steps and TMA boxes");
+// The wgmma descriptors carry base offset 0: every tile and box starts on a swizzle repeat (8 rows of kSpan).
+static_assert(kSmemQOffset % (8 * kSpan) == 0 && kSmemOOffset % (8 * kSpan) == 0 && kSmemKOffset % (8 * kSpan) == 0 &&
+                  kSmemVOffset % (8 * kSpan) == 0 && kSmemKStride % (8 * kSpan) == 0 && kSmemVStride % (8 * kSpan) == 0 &&
+                  (kN * kSpan) % (8 * kSpan) == 0,
+              "tiles start on swizzle repeats");
+static_assert(kWaitTimeoutMs <= 4000, "the watchdog's 32-bit nanosecond clock wraps after 4.29 s");
 
 using QkMma = Wgmma<kN, kBf16>;
 using PvMma = Wgmma<kDv, kBf16>;
@@ -97,6 +105,7 @@ struct Barriers {
   u64 q_full, q_empty;
   u64 k_full[kKvStages], k_empty[kKvStages];
   u64 v_full[kKvStages], v_empty[kKvStages];
+  u64 o_empty;  // the store has read the O buffer (a buffer of its own; over Q, q_empty says it)
 };
 static_assert(sizeof(Barriers) <= kSmemBarsBytes, "barrier block larger than the Plan's Bars buffer");
 
@@ -119,7 +128,8 @@ struct Ring {
 };
 
 // ---- work decomposition ----------------------------------------------------------------------------
-// Tile -> (m block, head group, batch) and its K/V block range. Causal grids run the longest m blocks first.
+// Tile -> (m block, head group, batch) and its K/V block range. Causal grids run each (head group, batch)'s
+// longest m blocks first.
 struct Work {
   int m_block, group, batch;
   fa4k::BlockRange blocks;
@@ -142,7 +152,8 @@ __device__ __forceinline__ int kv_head_of(const fa4k::AttentionArgs& a, const Wo
 }
 
 // ---- Producer ----------------------------------------------------------------------------------------
-// One thread: Q per tile, then K and V of each block into the rings (K first: S needs it first).
+// One thread: K and V of each block into the rings (K first: S needs it first), and the tile's Q after the
+// first block's K and V, so they load while the previous tile's O store still holds a Q buffer it shares.
 __device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* tq, const TmaDescriptor* tk,
                          const TmaDescriptor* tv) {
   Barriers& b = sm.bars();
@@ -151,10 +162,6 @@ __device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Sme
   for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
     const Work w = decompose(a, tile);
     const int kv_head = kv_head_of(a, w);
-    wait<true>(&b.q_empty, tile_phase ^ 1);
-    mbarrier_arrive_expect_tx(&b.q_full, kM * kD * 2);
-    for (int box = 0; box < kD / kBoxCols; ++box)
-      tma_load_5d(sm.q() + box * kM * kSpan, tq, &b.q_full, box * kBoxCols, 0, w.group, w.m_block * kM / kPack, w.batch);
     for (int j = 0; j < w.blocks.n_blocks; ++j) {
       const int key0 = (w.blocks.n_first - j) * kN;
       wait<true>(&b.k_empty[ring.index], ring.phase ^ 1);
@@ -166,8 +173,34 @@ __device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Sme
       for (int box = 0; box < kDv / kBoxCols; ++box)
         tma_load_4d(sm.v(ring.index) + box * kN * kSpan, tv, &b.v_full[ring.index], box * kBoxCols, kv_head, key0, w.batch);
       ring.advance();
+      if (j == 0) {
+        wait<true>(&b.q_empty, tile_phase ^ 1);
+        mbarrier_arrive_expect_tx(&b.q_full, kM * kD * 2);
+        for (int box = 0; box < kD / kBoxCols; ++box)
+          tma_load_5d(sm.q() + box * kM * kSpan, tq, &b.q_full, box * kBoxCols, 0, w.group, w.m_block * kM / kPack, w.batch);
+      }
     }
   }
+}
+
+// ---- Storer ------------------------------------------------------------------------------------------
+// One thread: once both consumers have staged their O rows, the tile's TMA store; when it has read the
+// buffer, the buffer is free again (o_empty, or q_empty when O lies over Q).
+__device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* to) {
+  Barriers& b = sm.bars();
+  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x) {
+    const Work w = decompose(a, tile);
+    named_barrier_sync(kStoreBarrier, kConsumerThreads + 32);
+    if (threadIdx.x % 32 == 0) {
+      for (int box = 0; box < kDv / kBoxCols; ++box)
+        tma_store_5d(to, sm.o() + box * kM * kSpan, box * kBoxCols, 0, w.group, w.m_block * kM / kPack, w.batch);
+      bulk_commit_group();
+      bulk_wait_group_read<0>();
+      mbarrier_arrive(kOAliasesQ ? &b.q_empty : &b.o_empty);
+    }
+    __syncwarp();
+  }
+  if (threadIdx.x % 32 == 0) bulk_wait_group<0>();  // the last stores are complete before the CTA exits
 }
 
 // ---- Consumers ---------------------------------------------------------------------------------------
@@ -219,25 +252,33 @@ __device__ __forceinline__ void softmax_block(float (&s)[kN / 2], float (&m)[2],
         for (int e = 0; e < 2; ++e)
           if (col0 + 8 * g + e >= limit[r]) s[4 * g + 2 * r + e] = FA4_NEG_INF;
   }
+  // Max and sum over a row's kN / 4 values in four independent chains (one chain is latency-bound).
+  constexpr int kChains = 4;
+  static_assert((kN / 4) % kChains == 0, "a row's values split evenly over the chains");
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float block_max = s[2 * r];
+    float chain[kChains];
 #pragma unroll
-    for (int g = 0; g < kN / 8; ++g) block_max = fmaxf(block_max, fmaxf(s[4 * g + 2 * r], s[4 * g + 2 * r + 1]));
-    const float new_max = fmaxf(m[r], quad_max(block_max));
+    for (int c = 0; c < kChains; ++c) chain[c] = s[4 * (c / 2) + 2 * r + c % 2];
+#pragma unroll
+    for (int i = kChains; i < kN / 4; ++i) chain[i % kChains] = fmaxf(chain[i % kChains], s[4 * (i / 2) + 2 * r + i % 2]);
+    const float block_max = fmaxf(fmaxf(chain[0], chain[1]), fmaxf(chain[2], chain[3]));
+    // Lazy rescale: keep the old max while the new one exceeds it by at most 2^threshold in exp2 units (P
+    // then stays below 2^threshold); a row's first keys (m = -inf) always take the new max.
+    float new_max = fmaxf(m[r], quad_max(block_max));
+    if ((m[r] - new_max) * scale_log2 >= -kRescaleThresholdLog2) new_max = m[r];
     const float bias = new_max == FA4_NEG_INF ? 0.f : new_max * scale_log2;  // a row that has seen no key yet
-    scale[r] = exp2_approx(fmaf(m[r], scale_log2, -bias));                    // 0 when m was -inf
+    scale[r] = new_max == m[r] ? 1.f : exp2_approx(fmaf(m[r], scale_log2, -bias));  // 0 when m was -inf
     m[r] = new_max;
-    float sum = 0.f;
 #pragma unroll
-    for (int g = 0; g < kN / 8; ++g)
+    for (int c = 0; c < kChains; ++c) chain[c] = 0.f;
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& x = s[4 * g + 2 * r + e];
-        x = exp2_approx(fmaf(x, scale_log2, -bias));
-        sum += x;
-      }
-    l[r] = fmaf(l[r], scale[r], sum);
+    for (int i = 0; i < kN / 4; ++i) {
+      float& x = s[4 * (i / 2) + 2 * r + i % 2];
+      x = exp2_approx(fmaf(x, scale_log2, -bias));
+      chain[i % kChains] += x;
+    }
+    l[r] = fmaf(l[r], scale[r], (chain[0] + chain[1]) + (chain[2] + chain[3]));
   }
 }
 
@@ -249,7 +290,10 @@ __device__ __forceinline__ void pack_p(const float (&s)[kN / 2], u32 (&p)[kN / 1
     for (int i = 0; i < 4; ++i) p[kk][i] = pack_half2(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
 }
 
+// O *= the rows' max change; skipped (uniformly) when no row of the warp moved its max, as in most blocks
+// once the maxima settle.
 __device__ __forceinline__ void rescale_o(float (&o)[kDv / 2], const float (&scale)[2]) {
+  if (__all_sync(0xffffffffu, scale[0] == 1.f && scale[1] == 1.f)) return;
 #pragma unroll
   for (int i = 0; i < kDv / 2; ++i) o[i] *= scale[(i / 2) % 2];
 }
@@ -260,13 +304,25 @@ __device__ __forceinline__ void rescale_o(float (&o)[kDv / 2], const float (&sca
 __device__ __forceinline__ void take_turn(int wg) { named_barrier_sync(kTurnBarrier + wg, kConsumerThreads); }
 __device__ __forceinline__ void pass_turn(int wg) { named_barrier_arrive(kTurnBarrier + (1 - wg), kConsumerThreads); }
 
+// wgmma.fence orders earlier register writes before the wgmmas that read them, but only for writes the
+// compiler has already placed: tying the registers here keeps it from moving O's rescale or P's packing
+// past the fence into the issue window.
+__device__ __forceinline__ void fence_operands(float (&o)[kDv / 2], u32 (&p)[kN / 16][4]) {
+  fence_registers(o);
+#pragma unroll
+  for (int kk = 0; kk < kN / 16; ++kk)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(p[kk][i])::"memory");
+  wgmma_fence();
+}
+
 // One arrival per consumer warp (the Plan's arrival counts): the warp's wgmmas that read the buffer are complete.
 __device__ __forceinline__ void release(u64* bar) {
   __syncwarp();
   if (threadIdx.x % 32 == 0) mbarrier_arrive(bar);
 }
 
-__device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* to, int wg) {
+__device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Smem& sm, int wg) {
   Barriers& b = sm.bars();
   const int lane = threadIdx.x % 32;
   const int row0 = wg * kWgRows + (threadIdx.x / 32 % 4) * 16 + lane / 4;  // rows row0 and row0 + 8 of the tile
@@ -288,16 +344,16 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     for (int i = 0; i < kDv / 2; ++i) o[i] = 0.f;
     wait<false>(&b.q_full, tile_phase);
 
-    // Block 0: S only.
+    // Block 0: S only (outside the turns, as the last PV: the other consumer has nothing to overlap).
     wait<false>(&b.k_full[ring.index], ring.phase);
-    take_turn(wg);
+    fence_registers(s);
     wgmma_fence();
     issue_qk(s, sm.q(), sm.k(ring.index), wg);
     wgmma_commit();
-    pass_turn(wg);
     wgmma_wait<0>();
     fence_registers(s);
     release(&b.k_empty[ring.index]);
+    if (!kOAliasesQ && w.blocks.n_blocks == 1) release(&b.q_empty);  // every QK of this consumer has read Q
     softmax_block(s, m, l, scale, w.blocks.n_masked > 0, w.blocks.n_first * kN, limit, a.scale_log2);
     pack_p(s, p);
     Ring v_pos = ring;  // the V that P multiplies
@@ -309,7 +365,8 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
       wait<false>(&b.k_full[ring.index], ring.phase);
       wait<false>(&b.v_full[v_pos.index], v_pos.phase);
       take_turn(wg);
-      wgmma_fence();
+      fence_registers(s);
+      fence_operands(o, p);
       issue_qk(s, sm.q(), sm.k(ring.index), wg);
       wgmma_commit();
       issue_pv(o, p, sm.v(v_pos.index), j > 1);
@@ -318,6 +375,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
       wgmma_wait<1>();  // S_j is complete; PV_(j-1) may still run
       fence_registers(s);
       release(&b.k_empty[ring.index]);
+      if (!kOAliasesQ && j == w.blocks.n_blocks - 1) release(&b.q_empty);
       softmax_block(s, m, l, scale, j < w.blocks.n_masked, (w.blocks.n_first - j) * kN, limit, a.scale_log2);
       wgmma_wait<0>();
       fence_registers(o);
@@ -329,15 +387,12 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     }
     // The last block's PV.
     wait<false>(&b.v_full[v_pos.index], v_pos.phase);
-    take_turn(wg);
-    wgmma_fence();
+    fence_operands(o, p);
     issue_pv(o, p, sm.v(v_pos.index), w.blocks.n_blocks > 1);
     wgmma_commit();
-    pass_turn(wg);
     wgmma_wait<0>();
     fence_registers(o);
     release(&b.v_empty[v_pos.index]);
-    if constexpr (!kOAliasesQ) release(&b.q_empty);  // every QK of this warpgroup has read Q
 
     // Epilogue: normalise, LSE, O through swizzled shared memory to a TMA store.
     float inv[2];
@@ -352,9 +407,9 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
             sum > 0.f ? (m[r] * a.scale_log2 + __log2f(sum)) * kLn2 : FA4_NEG_INF;
       }
     }
-    // The O buffer is free: the previous tile's store has read it (its issuer waited before this barrier),
-    // and when it is Q's buffer, both warpgroups' QKs are complete.
-    named_barrier_sync(kConsumerBarrier, kConsumerThreads);
+    // This consumer's rows of O: over its own rows of Q (which only its own, complete, QKs read), or in
+    // O's own buffer once the previous tile's store has read it.
+    if constexpr (!kOAliasesQ) wait<false>(&b.o_empty, tile_phase ^ 1);
     char* o_tile = sm.o();
 #pragma unroll
     for (int g = 0; g < kDv / 8; ++g)
@@ -365,16 +420,8 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
             pack_half2(o[4 * g + 2 * r] * inv[r], o[4 * g + 2 * r + 1] * inv[r]);
       }
     fence_proxy_async_shared();
-    named_barrier_sync(kConsumerBarrier, kConsumerThreads);
-    if (wg == 0 && threadIdx.x % 128 == 0) {
-      for (int box = 0; box < kDv / kBoxCols; ++box)
-        tma_store_5d(to, o_tile + box * kM * kSpan, box * kBoxCols, 0, w.group, w.m_block * kM / kPack, w.batch);
-      bulk_commit_group();
-      bulk_wait_group_read<0>();
-      if constexpr (kOAliasesQ) mbarrier_arrive(&b.q_empty);  // the store has read the Q buffer
-    }
+    named_barrier_arrive(kStoreBarrier, kConsumerThreads + 32);
   }
-  if (wg == 0 && threadIdx.x % 128 == 0) bulk_wait_group<0>();
 }
 
 }  // namespace fa4::sm90::fwd
@@ -399,6 +446,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
       mbarrier_init(&b.v_full[i], kBarVFullArrivals);
       mbarrier_init(&b.v_empty[i], kBarVEmptyArrivals);
     }
+    mbarrier_init(&b.o_empty, kBarOEmptyArrivals);
     fence_mbarrier_init();
     tma_prefetch_descriptor(&tma_q);
     tma_prefetch_descriptor(&tma_k);
@@ -409,8 +457,9 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
   if (warp >= kRoleProducerFirstWarp) {
     setmaxnreg_dec<kRoleProducerRegs>();
     if (threadIdx.x == kRoleProducerFirstWarp * 32) producer(args, sm, &tma_q, &tma_k, &tma_v);
+    if (warp == kRoleStorerFirstWarp) storer(args, sm, &tma_o);
   } else {
     setmaxnreg_inc<kRoleConsumer0Regs>();
-    consumer(args, sm, &tma_o, warp < kRoleConsumer1FirstWarp ? 0 : 1);
+    consumer(args, sm, warp < kRoleConsumer1FirstWarp ? 0 : 1);
   }
 }

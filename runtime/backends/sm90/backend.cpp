@@ -22,12 +22,13 @@ constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
 // Keys per K/V block: the QK wgmma's N. As wide as a consumer's registers hold S (N/2 fp32), P (N/4) and O
-// (dv/2) at once and two stages of K and V fit beside Q; causal tiles use 128 for d <= 128, so fewer keys
-// of the diagonal blocks are masked away.
+// (dv/2) at once and two stages of K and V fit beside Q, and where possible O's own buffer too (then the
+// next tile's Q loads while O is stored); causal tiles use 128 for d <= 128, so fewer keys of the diagonal
+// blocks are masked away.
 int tile_n(int head_dim, bool causal) {
   if (head_dim <= 64) return causal ? 128 : 192;
   if (head_dim <= 96) return 128;
-  if (head_dim <= 128) return causal ? 128 : 176;
+  if (head_dim <= 128) return causal ? 128 : 160;
   if (head_dim <= 192) return 112;
   return 80;
 }
@@ -88,7 +89,8 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   // Non-causal tiles all cost the same: one CTA per SM walks them. Causal grids launch every tile, longest
   // first, and let the hardware fill SMs as short tiles finish.
   p.persistent = !key.causal;
-  p.wait_timeout_ms = 4000;  // a barrier wait longer than this traps: a hang becomes an error
+  p.rescale_threshold_log2 = 8;  // lazy rescale: P may reach 2^8 before the max (and O) are updated
+  p.wait_timeout_ms = 4000;       // the producer's barrier waits trap after this: a hang becomes an error
 
   // Shared memory: 128B swizzle when every row is a whole number of 128-B spans, else 64B (d = 96).
   const int d = key.head_dim, dv = key.head_dim_v, n = p.tile_n;
@@ -96,7 +98,7 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   const int box_cols = swizzle / 2;
   const int q_bytes = kTileM * d * 2, o_bytes = kTileM * dv * 2;
   const int k_slot = n * d * 2, v_slot = n * dv * 2;
-  auto barrier_bytes = [](int stages) { return 8 * (2 + 4 * stages); };
+  auto barrier_bytes = [](int stages) { return 8 * (3 + 4 * stages); };
   auto fits = [&](int stages, bool alias) {
     int end = round_up(q_bytes, 1024) + stages * (k_slot + v_slot);
     if (!alias) end = round_up(end, 1024) + o_bytes;
@@ -135,18 +137,21 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   p.roles = {
       {"Consumer0", 0, 4, kConsumerRegs,
        "rows 0-63: S = Q K^T (wgmma SS), online softmax, O += P V (wgmma RS) overlapped with the next softmax, "
-       "epilogue; its thread 0 issues the TMA store of O"},
+       "its rows of O normalised into shared memory"},
       {"Consumer1", 4, 4, kConsumerRegs, "rows 64-127, the same"},
-      {"Producer", 8, 4, kProducerRegs, "one thread issues the TMA loads of Q and the K and V rings; the rest idle"},
+      {"Producer", 8, 1, kProducerRegs, "one thread issues the TMA loads of the K and V rings and Q"},
+      {"Storer", 9, 1, kProducerRegs, "one thread issues the TMA store of O once both consumers staged their rows"},
+      {"Spare", 10, 2, kProducerRegs, "idle (the producer warpgroup gives its registers to the consumers)"},
   };
   p.barriers = {
       {"QFull", 1, 1, true, "Producer", "Consumers", "Q tile landed (" + std::to_string(q_bytes) + " B)"},
-      {"QEmpty", 1, o_aliases_q ? 1 : 8, false, o_aliases_q ? "Consumer0 (O store)" : "Consumers (one per warp)", "Producer",
+      {"QEmpty", 1, o_aliases_q ? 1 : 8, false, o_aliases_q ? "Storer" : "Consumers (one per warp)", "Producer",
        o_aliases_q ? "the O store has read the Q buffer" : "every QK of the tile is complete"},
       {"KFull", stages, 1, true, "Producer", "Consumers", "K block landed"},
       {"KEmpty", stages, 8, false, "Consumers (one per warp)", "Producer", "the QK reading the K block is complete"},
       {"VFull", stages, 1, true, "Producer", "Consumers", "V block landed"},
       {"VEmpty", stages, 8, false, "Consumers (one per warp)", "Producer", "the PV reading the V block is complete"},
+      {"OEmpty", 1, 1, false, "Storer", "Consumers", o_aliases_q ? "unused: O lies over Q (QEmpty)" : "the O store has read the O buffer"},
   };
   p.tma = {
       {"Q", box_cols, kTileM / key.gqa_pack, swizzle},
@@ -155,10 +160,13 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
       {"O", box_cols, kTileM / key.gqa_pack, swizzle},
   };
   p.risks = {
-      "O is rescaled by every block's max change (no lazy rescale yet); the two consumer warpgroups run without "
-      "ping-pong ordering, so their softmax and GEMMs overlap only as the warp schedulers happen to interleave them.",
-      "Bounded waits: a barrier wait longer than " + std::to_string(p.wait_timeout_ms) +
-          " ms traps; a preempted or debugged kernel could trip it.",
+      "Bounded waits: the producer's barrier waits trap after " + std::to_string(p.wait_timeout_ms) +
+          " ms (a preempted or debugged kernel could trip it); the consumers' waits do not (a trap path among the "
+          "wgmmas makes ptxas serialize them), so a consumer waits only on loads the producer issued.",
+      "The consumers take turns to issue wgmmas (ping-pong) and both hold the same blocks, so their loops must "
+      "stay in step: a change that lets one warpgroup skip a block deadlocks the turn barriers.",
+      "Causal grids launch one CTA per tile (longest m blocks first within each head and batch), so every CTA pays "
+      "its start-up; a persistent causal scheduler (longest first across heads) is not built yet.",
       "Fallback: head dims other than (64,64), (96,96), (128,128), (256,256), (192,128), serving shapes and variants use the "
       "portable kernels.",
   };
