@@ -56,12 +56,12 @@ class BareKernel {
       args_.o_partial = static_cast<float*>(params.workspace);
       args_.lse_partial = reinterpret_cast<float*>(static_cast<char*>(params.workspace) + layout.o_bytes);
     }
-    if (plan_.scratch_bytes_per_cta) {  // sm100 emulation: its TMEM backing store
+    if (plan_.scratch_bytes_per_cta) {  // the kernel's scratch: TMEM backing store, tile counters
       const size_t bytes = size_t{shape.grid[0]} * shape.grid[1] * shape.grid[2] * plan_.scratch_bytes_per_cta;
       FA4_CU(cuMemAlloc(&scratch_, bytes));
       FA4_CU(cuMemsetD8Async(scratch_, 0, bytes, stream));
-      args_.tmem_scratch = reinterpret_cast<void*>(scratch_);
-      args_.tmem_scratch_bytes = bytes;
+      args_.scratch = reinterpret_cast<void*>(scratch_);
+      args_.scratch_bytes = bytes;
     }
     const int maps = detail::backend_of(plan_.key.backend).tma_descriptors(plan_, problem, maps_);
     params_[0] = &args_;

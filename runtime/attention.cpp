@@ -82,9 +82,11 @@ struct ContextState {
   DeviceInfo device;
   std::string pci_bus_id;  // where a self-check child finds the device
   std::string identity;    // device UUID and driver version: what a self-check verdict is valid for
-  // sm100 emulation: the TMEM backing store, one per stream (each CTA slot holds live emulator state, so
-  // launches that may run concurrently must not share it; launches on one stream are ordered). A buffer
-  // that grows is retired, not freed: a CUDA graph captured earlier may still point at it.
+  // The device scratch of Plans that ask for one (scratch_bytes_per_cta): the sm100 emulation's TMEM
+  // backing store, the sm90 causal scheduler's tile counters. One per stream: launches that may run
+  // concurrently must not share it, launches on one stream are ordered, and every kernel leaves the state it
+  // keeps there (emulator headers, counters) zero at exit. A buffer that grows is retired, not freed: a CUDA
+  // graph captured earlier may still point at it.
   struct Scratch {
     CUdeviceptr ptr = 0;
     size_t bytes = 0;
@@ -340,19 +342,19 @@ struct Attention::Impl {
     return *loaded.emplace(ContextKernel{ctx.id, key}, std::move(k)).first->second;
   }
 
-  // The stream's TMEM scratch, grown (zero-filled) to `bytes`. Emulation only: the first launch on a stream
-  // (and a larger grid) allocates.
+  // The stream's scratch, grown (zero-filled) to `bytes`: the first launch on a stream (and a larger grid)
+  // allocates.
   const ContextState::Scratch& scratch_for(ContextState& ctx, size_t bytes, CUstream stream) {
     std::lock_guard guard(ctx.scratch_mutex);
     ContextState::Scratch& s = ctx.scratch[stream];
     if (s.bytes >= bytes) return s;
     if (capturing(stream))
-      throw Error(ErrorCode::graph_capture, "sm100_emulated: the TMEM scratch must grow to " + std::to_string(bytes) +
+      throw Error(ErrorCode::graph_capture, "the stream's kernel scratch (sm90 causal tile counters, sm100 emulation TMEM) must grow to " + std::to_string(bytes) +
                                                 " bytes, which needs an allocation, during stream capture; run once before capturing");
     const DriverApi& d = driver();
     if (s.ptr) ctx.retired.push_back(s.ptr);
     s = {};
-    check_cu(d.cuMemAlloc(&s.ptr, bytes), "cuMemAlloc (sm100 emulation TMEM scratch)");
+    check_cu(d.cuMemAlloc(&s.ptr, bytes), "cuMemAlloc (kernel scratch)");
     check_cu(d.cuMemsetD8Async(s.ptr, 0, bytes, stream), "cuMemsetD8Async");  // ordered before the launch
     s.bytes = bytes;
     return s;
@@ -386,8 +388,8 @@ struct Attention::Impl {
     }
     if (plan.scratch_bytes_per_cta) {
       const ContextState::Scratch& s = scratch_for(ctx, l.scratch_bytes(plan), stream);
-      l.args.tmem_scratch = reinterpret_cast<void*>(s.ptr);
-      l.args.tmem_scratch_bytes = s.bytes;
+      l.args.scratch = reinterpret_cast<void*>(s.ptr);
+      l.args.scratch_bytes = s.bytes;
       l.args.emulation_mode = static_cast<unsigned>(options.emulation);
       l.args.emulation_seed = options.emulation_seed;
     }

@@ -95,6 +95,7 @@ std::string generate_preamble(const Plan& plan) {
   p.constant("int", "kSoftExp2Every", plan.soft_exp2_every);
   p.constant("int", "kRescaleThresholdLog2", plan.rescale_threshold_log2);
   p.constant("int", "kWaitTimeoutMs", plan.wait_timeout_ms);
+  p.constant("long long", "kScratchBytesPerCta", plan.scratch_bytes_per_cta);
   for (const SmemBuffer& b : plan.smem) {
     p.constant("int", "kSmem" + b.name + "Offset", b.offset);
     p.constant("int", "kSmem" + b.name + "Bytes", b.bytes);

@@ -54,7 +54,7 @@ void fill_schedule(const Plan& plan, const Problem& problem, fa4k::AttentionArgs
 LaunchShape launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count);
 
 // One launch of a Plan's kernel for a problem: its arguments (scheduled) and its shape. A plan with
-// scratch_bytes_per_cta needs scratch_bytes() of device memory in args.tmem_scratch before enqueue.
+// scratch_bytes_per_cta needs scratch_bytes() of device memory in args.scratch before enqueue.
 struct PreparedLaunch {
   fa4k::AttentionArgs args;
   LaunchShape shape;

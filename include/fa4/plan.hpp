@@ -153,7 +153,8 @@ struct FA4_API Plan {
   std::vector<BarrierSpec> barriers;
   std::vector<TmaBox> tma;
   bool persistent = false;   // grid = min(SMs, tiles), tiles walked by a static scheduler
-  long long scratch_bytes_per_cta = 0;  // sm100 emulation: global TMEM backing store per CTA
+  long long scratch_bytes_per_cta = 0;  // device scratch per CTA of the grid (sm100 emulation: its TMEM backing
+                                        // store; sm90 causal: the tile counters); zeroed when allocated
   int soft_exp2_every = 0;   // sm100: one exp2 in this many done on the FMA pipe (0: none)
   int rescale_threshold_log2 = 8;
   int wait_timeout_ms = 0;   // sm100: a barrier wait longer than this traps (0: no watchdog)

@@ -87,8 +87,10 @@ struct AttentionArgs {
   const float* sinks;
   int num_m_blocks;          // ceil(seqlen_q * pack / tile_m): row tiles per (batch, kv head group)
   int total_tiles;           // work items of the static scheduler (persistent kernels)
-  void* tmem_scratch;        // sm100 emulation only: per-CTA TMEM backing store; null otherwise
-  unsigned long long tmem_scratch_bytes;
+  void* scratch;             // the per-stream device scratch a Plan asks for (scratch_bytes_per_cta, zeroed when
+                             // allocated): the sm100 emulation's TMEM backing store, the sm90 causal
+                             // scheduler's tile counters (left zero at exit); null otherwise
+  unsigned long long scratch_bytes;
   unsigned emulation_mode;   // sm100 emulation: 0 strict, 1 adversarial (fa4::Emulation)
   unsigned emulation_seed;   // adversarial: 0 reverses unordered MMAs, else seeds a random order
 

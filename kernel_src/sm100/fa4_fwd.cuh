@@ -521,7 +521,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
   using namespace fa4;
   using namespace fa4::sm100;
   using namespace fa4::sm100::fwd;
-  tmem_bind_scratch(args.tmem_scratch, args.tmem_scratch_bytes, args.emulation_mode, args.emulation_seed);
+  tmem_bind_scratch(args.scratch, args.scratch_bytes, args.emulation_mode, args.emulation_seed);
   if constexpr (kFault == Fault::trap) __trap();
   const int warp = threadIdx.x / 32;
   {

@@ -3,8 +3,11 @@
 // two consumer warpgroups through mbarrier rings. Every number comes from the generated fa4cfg:: preamble
 // (the Plan, runtime/backends/sm90/backend.cpp).
 //
-// One CTA = one tile of 128 packed rows (token * gqa_pack + head in pack) against every K/V block its
-// rows see, highest block first (the masked ones come first). 12 warps:
+// A persistent grid: each CTA walks tiles of 128 packed rows (token * gqa_pack + head in pack), each against
+// every K/V block its rows see, highest block first (the masked ones come first). Non-causal tiles are
+// dealt out statically; causal tiles, longest first within each head, are taken from a counter in the
+// stream's scratch as CTAs come free. The producer picks each tile and announces it to the other roles
+// through a small shared-memory ring. 12 warps:
 //   0-3 Consumer0, 4-7 Consumer1: rows 0-63 and 64-127 of the tile (the wgmma M of 64)
 //   8 Producer: one thread issues the TMA loads (Q once per tile; K and V rings)
 //   9 Storer: one thread issues the TMA store of each tile's O, so no consumer waits for it
@@ -40,6 +43,10 @@ constexpr float kLn2 = 0.6931471805599453f;
 constexpr u32 kConsumerThreads = 2 * 128;
 constexpr u32 kStoreBarrier = 1;  // named barrier: both consumers' O rows are staged (0 is __syncthreads)
 constexpr u32 kTurnBarrier = 2;   // 2 + w: consumer w may issue its wgmmas
+constexpr int kTileSlots = 2;     // announced tiles in flight
+constexpr u32 kTileReaders = 8 + 1;  // consumer warps and the storer
+constexpr bool kDynamicTiles = kCausal;  // causal tiles differ in length: hand them out as CTAs come free
+static_assert(kDynamicTiles == (kScratchBytesPerCta > 0), "dynamic tiles need the Plan's scratch for their counters");
 #define FA4_NEG_INF __int_as_float(0xff800000u)
 static_assert(kM == 2 * kWgRows && kThreads == 384, "two consumer warpgroups of 64 rows and a producer warpgroup");
 static_assert(kD % 16 == 0 && kN % 16 == 0 && kD % kBoxCols == 0 && kDv % kBoxCols == 0, "whole MMA steps and TMA boxes");
@@ -106,6 +113,8 @@ struct Barriers {
   u64 k_full[kKvStages], k_empty[kKvStages];
   u64 v_full[kKvStages], v_empty[kKvStages];
   u64 o_empty;  // the store has read the O buffer (a buffer of its own; over Q, q_empty says it)
+  u64 tile_full[kTileSlots], tile_empty[kTileSlots];
+  int tile[kTileSlots];  // the announced tile; total_tiles: no more
 };
 static_assert(sizeof(Barriers) <= kSmemBarsBytes, "barrier block larger than the Plan's Bars buffer");
 
@@ -124,6 +133,50 @@ struct Ring {
   u32 phase = 0;
   __device__ void advance() {
     if (++index == kKvStages) index = 0, phase ^= 1;
+  }
+};
+
+// ---- tiles -------------------------------------------------------------------------------------------
+// The scheduler's counters in the scratch: the next tile to hand out, and how many CTAs have drawn their
+// last (the CTA that completes that count zeroes both for the stream's next launch).
+struct TileCounters {
+  int next, finished;
+};
+
+// The producer's source of tiles: this CTA's static share, or the shared counter.
+struct TileSource {
+  int static_next = static_cast<int>(blockIdx.x);
+  __device__ int draw(const fa4k::AttentionArgs& a) {
+    if constexpr (!kDynamicTiles) {
+      const int tile = static_next;
+      static_next += gridDim.x;
+      return tile;
+    } else {
+      TileCounters* c = static_cast<TileCounters*>(a.scratch);
+      const int tile = atomicAdd(&c->next, 1);
+      if (tile >= a.total_tiles) {
+        __threadfence();  // this CTA's last draw is ordered before its count of finished
+        if (atomicAdd(&c->finished, 1) == static_cast<int>(gridDim.x) - 1) {
+          atomicExch(&c->next, 0);
+          atomicExch(&c->finished, 0);
+        }
+      }
+      return tile;
+    }
+  }
+};
+
+// The other roles follow the producer's announcements: the next tile, or total_tiles when there is none.
+struct TileFeed {
+  int slot = 0;
+  u32 phase = 0;
+  __device__ int next(Barriers& b) {
+    mbarrier_wait_parity(&b.tile_full[slot], phase);
+    const int tile = b.tile[slot];
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbarrier_arrive(&b.tile_empty[slot]);
+    if (++slot == kTileSlots) slot = 0, phase ^= 1;
+    return tile;
   }
 };
 
@@ -158,8 +211,16 @@ __device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Sme
                          const TmaDescriptor* tv) {
   Barriers& b = sm.bars();
   Ring ring;
-  u32 tile_phase = 0;
-  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
+  TileSource source;
+  int slot = 0;
+  u32 slot_phase = 0, tile_phase = 0;
+  for (;; tile_phase ^= 1) {
+    const int tile = min(source.draw(a), a.total_tiles);
+    wait<true>(&b.tile_empty[slot], slot_phase ^ 1);
+    b.tile[slot] = tile;
+    mbarrier_arrive(&b.tile_full[slot]);  // release: the readers' acquire sees the tile
+    if (++slot == kTileSlots) slot = 0, slot_phase ^= 1;
+    if (tile == a.total_tiles) break;
     const Work w = decompose(a, tile);
     const int kv_head = kv_head_of(a, w);
     for (int j = 0; j < w.blocks.n_blocks; ++j) {
@@ -188,7 +249,8 @@ __device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Sme
 // buffer, the buffer is free again (o_empty, or q_empty when O lies over Q).
 __device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* to) {
   Barriers& b = sm.bars();
-  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x) {
+  TileFeed feed;
+  for (int tile = feed.next(b); tile < a.total_tiles; tile = feed.next(b)) {
     const Work w = decompose(a, tile);
     named_barrier_sync(kStoreBarrier, kConsumerThreads + 32);
     if (threadIdx.x % 32 == 0) {
@@ -327,9 +389,10 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
   const int lane = threadIdx.x % 32;
   const int row0 = wg * kWgRows + (threadIdx.x / 32 % 4) * 16 + lane / 4;  // rows row0 and row0 + 8 of the tile
   Ring ring;
+  TileFeed feed;
   u32 tile_phase = 0;
   if (wg == 1) pass_turn(wg);
-  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
+  for (int tile = feed.next(b); tile < a.total_tiles; tile = feed.next(b), tile_phase ^= 1) {
     const Work w = decompose(a, tile);
     // Keys row r may see: c < limit[r] (bottom-right causal alignment and the seqlen_k tail).
     int token[2], limit[2];
@@ -447,6 +510,10 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
       mbarrier_init(&b.v_empty[i], kBarVEmptyArrivals);
     }
     mbarrier_init(&b.o_empty, kBarOEmptyArrivals);
+    for (int i = 0; i < kTileSlots; ++i) {
+      mbarrier_init(&b.tile_full[i], kBarTileFullArrivals);
+      mbarrier_init(&b.tile_empty[i], kBarTileEmptyArrivals);
+    }
     fence_mbarrier_init();
     tma_prefetch_descriptor(&tma_q);
     tma_prefetch_descriptor(&tma_k);

@@ -86,9 +86,11 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   p.threads = 384;
   p.tile_m = kTileM;
   p.tile_n = tile_n(key.head_dim, key.causal);
-  // Non-causal tiles all cost the same: one CTA per SM walks them. Causal grids launch every tile, longest
-  // first, and let the hardware fill SMs as short tiles finish.
-  p.persistent = !key.causal;
+  // One CTA per SM walks the tiles. Non-causal tiles all cost the same and are dealt out statically; causal
+  // tiles (longest first within each head) are drawn from two int counters in the stream's scratch as CTAs
+  // come free.
+  p.persistent = true;
+  if (key.causal) p.scratch_bytes_per_cta = 8;
   p.rescale_threshold_log2 = 8;  // lazy rescale: P may reach 2^8 before the max (and O) are updated
   p.wait_timeout_ms = 4000;       // the producer's barrier waits trap after this: a hang becomes an error
 
@@ -98,7 +100,8 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   const int box_cols = swizzle / 2;
   const int q_bytes = kTileM * d * 2, o_bytes = kTileM * dv * 2;
   const int k_slot = n * d * 2, v_slot = n * dv * 2;
-  auto barrier_bytes = [](int stages) { return 8 * (3 + 4 * stages); };
+  constexpr int kTileSlots = 2;  // tiles the producer announces ahead (the kernel's ring)
+  auto barrier_bytes = [](int stages) { return 8 * (3 + 4 * stages + 2 * kTileSlots) + 4 * kTileSlots; };
   auto fits = [&](int stages, bool alias) {
     int end = round_up(q_bytes, 1024) + stages * (k_slot + v_slot);
     if (!alias) end = round_up(end, 1024) + o_bytes;
@@ -131,7 +134,7 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
     p.smem.push_back({"O", p.smem[0].offset, o_bytes, 0, "O over the Q buffer for the TMA store (Q is reloaded after the store has read it)"});
   else
     add("O", o_bytes, 0, "the O tile for the TMA store, same box layout as Q");
-  add("Bars", barrier_bytes(stages), 0, "mbarriers (see the barrier list)", 16);
+  add("Bars", barrier_bytes(stages), 0, "mbarriers (see the barrier list) and the announced tiles", 16);
   p.smem_bytes = round_up(offset, 16);
 
   p.roles = {
@@ -152,6 +155,8 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
       {"VFull", stages, 1, true, "Producer", "Consumers", "V block landed"},
       {"VEmpty", stages, 8, false, "Consumers (one per warp)", "Producer", "the PV reading the V block is complete"},
       {"OEmpty", 1, 1, false, "Storer", "Consumers", o_aliases_q ? "unused: O lies over Q (QEmpty)" : "the O store has read the O buffer"},
+      {"TileFull", kTileSlots, 1, false, "Producer", "Consumers, Storer", "the next tile (or none) is announced"},
+      {"TileEmpty", kTileSlots, 9, false, "Consumers, Storer (one per warp)", "Producer", "the announcement is read"},
   };
   p.tma = {
       {"Q", box_cols, kTileM / key.gqa_pack, swizzle},
@@ -165,8 +170,8 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
           "wgmmas makes ptxas serialize them), so a consumer waits only on loads the producer issued.",
       "The consumers take turns to issue wgmmas (ping-pong) and both hold the same blocks, so their loops must "
       "stay in step: a change that lets one warpgroup skip a block deadlocks the turn barriers.",
-      "Causal grids launch one CTA per tile (longest m blocks first within each head and batch), so every CTA pays "
-      "its start-up; a persistent causal scheduler (longest first across heads) is not built yet.",
+      "Causal tiles are drawn from counters in the stream's scratch, which the last CTA to finish drawing zeroes for "
+      "the next launch: a kernel killed mid-launch (a trap) leaves them set, but a trap also ends the context.",
       "Fallback: head dims other than (64,64), (96,96), (128,128), (256,256), (192,128), serving shapes and variants use the "
       "portable kernels.",
   };
