@@ -402,7 +402,7 @@ struct Attention::Impl {
   KernelKey key_for(KernelConfig& config, int arch) const {
     if (config.backend == Backend::automatic) config.backend = options.backend;
     KernelKey key = key_for_config(config, arch);
-    if (key.backend != Backend::portable) key.fault = options.debug_fault;
+    if (key.backend == Backend::sm100 || key.backend == Backend::sm100_emulated) key.fault = options.debug_fault;
     return key;
   }
   KernelKey select(const Problem& problem, int arch) const {

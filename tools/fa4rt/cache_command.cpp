@@ -250,9 +250,9 @@ int bundle(const std::vector<std::string>& args) {
       c.backend = backend;
       if (c.q_heads_per_kv == 1) c.q_heads_per_kv = q_heads_per_kv;
       configs.push_back(c);
-      // An sm100 kernel is compared with the portable one on first use (and falls back to it): ship that
-      // kernel too, or a no-JIT engine could not run the check.
-      if (selected_backend(c, arch) == Backend::sm100) {
+      // A fast kernel (sm90, sm100) is compared with the portable one on first use (and falls back to it):
+      // ship that kernel too, or a no-JIT engine could not run the check.
+      if (selected_backend(c, arch) != Backend::portable) {
         c.backend = Backend::portable;
         configs.push_back(c);
       }

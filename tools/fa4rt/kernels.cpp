@@ -44,7 +44,7 @@ void print_cache_line(const Options& options, const char* when) {
 
 std::vector<KernelConfig> prewarm_set(Backend backend, int arch, int q_heads_per_kv) {
   std::vector<KernelConfig> candidates = supported_configs(backend, arch);
-  for (KernelConfig& c : candidates) c.q_heads_per_kv = q_heads_per_kv;  // GQA packing is part of sm100 keys
+  for (KernelConfig& c : candidates) c.q_heads_per_kv = q_heads_per_kv;  // GQA packing is part of sm90/sm100 keys
   if (backend == Backend::automatic)
     for (const KernelConfig& c : supported_configs(Backend::portable, arch)) candidates.push_back(c);
   candidates.push_back(readme_example(backend, arch));
@@ -66,13 +66,13 @@ const char kPrewarmUsage[] =
     "Compiles into the disk cache every kernel the library runs on one architecture, so that later runs load\n"
     "instead of compiling. NVRTC only: no GPU needed. What it compiles:\n"
     "  - every supported configuration of the backend (dtype, head dims, causal, LSE);\n"
-    "  - with the auto backend on sm_100, also the portable kernels (the sm100 kernel's first-use\n"
+    "  - with the auto backend, also the portable kernels (the sm90 and sm100 kernels' first-use\n"
     "    self-check reference, and what FA4_BACKEND=portable runs);\n"
     "  - the README's example: bf16, head_dim 128, causal, 4 q heads per kv head.\n"
     "It prints the cache directory and its size before and after, [i/N] as each kernel finishes, and the\n"
     "Plan of the README's example on each backend it compiled for.\n"
     "\n" FA4_TARGET_OPTIONS
-    "  --qh-per-kv N         q heads per kv head of every configuration (default 1; sm100 kernels pack them)\n"
+    "  --qh-per-kv N         q heads per kv head of every configuration (default 1; sm90 and sm100 kernels pack them)\n"
     "Environment: FA4_CACHE_DIR, FA4_DISK_CACHE, FA4_COMPILE_THREADS (README.md).\n";
 
 int prewarm(const std::vector<std::string>& args) {

@@ -97,7 +97,7 @@ int selftest(const std::vector<std::string>& args) {
   if (out_path.empty()) out_path = "fa4rt-selftest-" + std::to_string(ordinal) + ".md";
 
   std::vector<Run> runs;
-  for (Backend b : {Backend::portable, Backend::sm100, Backend::sm100_emulated}) {
+  for (Backend b : {Backend::portable, Backend::sm90, Backend::sm100, Backend::sm100_emulated}) {
     if (!detail::backend_of(b).cannot_run_on(arch).empty()) continue;
     if (b != Backend::sm100_emulated) {
       runs.push_back({to_string(b), b, Emulation::strict});

@@ -63,6 +63,7 @@ bool Sm90Backend::supports(const KernelKey& key, std::string* why) const {
     return false;
   };
   if (key.backend != id()) return no("not an sm90 key");
+  if (key.fault != DebugFault::none) return no("debug faults are built into the sm100 kernel only");
   const int d = key.head_dim, dv = key.head_dim_v;
   const bool dims_ok = (d == dv && (d == 64 || d == 96 || d == 128 || d == 256)) || (d == 192 && dv == 128);
   if (!dims_ok)
