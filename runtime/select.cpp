@@ -40,6 +40,18 @@ KernelKey key_of(const KernelBackend& backend, const KernelConfig& config, int d
 
 int KernelBackend::tma_descriptors(const Plan&, const Problem&, CUtensorMap*) const { return 0; }
 
+std::string dense_prefill_gap(const KernelKey& key, const char* backend, int tile_rows) {
+  if (key.gqa_pack < 1 || tile_rows % key.gqa_pack) return "gqa_pack must divide " + std::to_string(tile_rows);
+  if (key.op != KernelOp::attention) return "the combine kernel is portable";
+  if (key.window || key.softcap || key.sinks) return "sliding windows, softcapping and attention sinks run on the portable kernels";
+  if (key.decode) return std::string("decode shapes run on the portable decode kernel (the ") + backend + " kernel's tiles have " +
+                         std::to_string(tile_rows) + " rows)";
+  if (key.varlen || key.paged || key.split)
+    return std::string("ragged batches, paged KV and split-KV run on the portable kernel (the ") + backend +
+           " kernel takes dense tensors)";
+  return "";
+}
+
 LaunchShape tile_grid(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count) {
   LaunchShape s;
   const int tiles = scheduled.total_tiles;

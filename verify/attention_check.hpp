@@ -58,6 +58,8 @@ std::vector<Case> fp16_mqa_cases(const HeadDims& dims);
 std::vector<Case> gqa_cases(const std::vector<Heads>& heads);
 // |q.k| up to ~1e4 (softmax near one-hot, many rescales), bf16 and fp16, causal and full.
 std::vector<Case> extreme_logit_cases();
+// Strided layouts on small problems with tails, LSE off once: packed qkv, head-major, padded rows.
+std::vector<Case> strided_layout_cases();
 
 struct CheckResult {
   bool passed = false;      // every element within tolerance, no NaN, padding and LSE guard untouched

@@ -47,6 +47,30 @@ FA4_BLOCKS_HD BlockRange kv_block_range(int first_row, int rows, int pack, int s
   return r;
 }
 
+// The dense tile kernels' (sm90, sm100) work item: tile -> (m block, head group, batch), m blocks fastest so
+// neighbouring tiles share K/V in L2; causal grids reverse them, so each head's longest tiles come first.
+// A tile is `rows` packed rows against its K/V blocks.
+struct DenseTile {
+  int m_block, group, batch;
+  BlockRange blocks;
+};
+FA4_BLOCKS_HD DenseTile dense_tile(int tile, int num_m_blocks, int groups, int rows, int pack, int seqlen_q, int seqlen_k,
+                                   int tile_n, bool causal) {
+  DenseTile t;
+  t.m_block = tile % num_m_blocks;
+  if (causal) t.m_block = num_m_blocks - 1 - t.m_block;
+  t.group = (tile / num_m_blocks) % groups;
+  t.batch = tile / (num_m_blocks * groups);
+  t.blocks = kv_block_range(t.m_block * rows, rows, pack, seqlen_q, seqlen_k, tile_n, causal);
+  return t;
+}
+
+// The kv head of a dense tile's head group: a packed tile is exactly one kv head's q heads, an unpacked
+// tile one q head.
+FA4_BLOCKS_HD int dense_kv_head(int group, int pack, int q_heads_per_kv) {
+  return pack > 1 ? group : group / q_heads_per_kv;
+}
+
 // The portable kernels' key ranges. Token t of a sequence sees keys [first, last] (diag = seqlen_k -
 // seqlen_q, bottom-right aligned): right is 0 for causal, a window's right side, or -1 (unbounded); left a
 // window's left side or -1. Clamped to [0, seqlen_k] and [-1, seqlen_k - 1]: empty when first > last.

@@ -1,6 +1,6 @@
 // PTX wrappers native on every sm_90+ target, shared by the Hopper and Blackwell kernels: shared-memory
-// addresses, mbarriers, TMA (4-D and 5-D tile load/store, bulk groups, proxy fence), named barriers, elect.sync,
-// setmaxnreg. One function per instruction. Device code only.
+// addresses, mbarriers, TMA (4-D and 5-D tile load/store, bulk groups, proxy fence), named barriers, fp32
+// to 16-bit pair packing, elect.sync, setmaxnreg. One function per instruction. Device code only.
 #pragma once
 
 #include "common/types.h"
@@ -138,6 +138,18 @@ __device__ __forceinline__ void named_barrier_sync(u32 id, u32 threads) {
 
 __device__ __forceinline__ void named_barrier_arrive(u32 id, u32 threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Two fp32 values rounded to one bf16x2 (kBf16) or f16x2 register, `lo` in the low half.
+template <bool kBf16>
+__device__ __forceinline__ u32 pack_half2(float lo, float hi) {
+  u32 r;
+  if constexpr (kBf16)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
 }
 
 // ---------------------------------------------------------------------------------------------

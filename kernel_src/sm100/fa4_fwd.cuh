@@ -106,15 +106,6 @@ __device__ __forceinline__ float exp2_fma(float x) {
   return x < -126.f ? 0.f : r;
 }
 
-__device__ __forceinline__ u32 pack_half2(float lo, float hi) {
-  u32 r;
-  if constexpr (kBf16)
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  else
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
 // ---- shared memory ---------------------------------------------------------------------------------
 struct Barriers {
   u64 q_full[2], q_empty[2];
@@ -148,31 +139,16 @@ struct Ring {
 };
 
 // ---- work decomposition ----------------------------------------------------------------------------
-// Tile -> (m block, head group, batch) and its K/V block range. Causal grids run the longest m blocks first.
-struct Work {
-  int m_block, group, batch;
-  fa4k::BlockRange blocks;
-};
+// A CTA's work item: two Q tiles of packed rows (common/block_range.h).
+using Work = fa4k::DenseTile;
 
 __device__ __forceinline__ Work decompose(const fa4k::AttentionArgs& a, int tile) {
-  Work w;
-  const int groups = a.heads_q / kPack;
-  w.m_block = tile % a.num_m_blocks;
-  if constexpr (kCausal) w.m_block = a.num_m_blocks - 1 - w.m_block;
-  w.group = (tile / a.num_m_blocks) % groups;
-  w.batch = tile / (a.num_m_blocks * groups);
-  w.blocks = fa4k::kv_block_range(w.m_block * 2 * kM, 2 * kM, kPack, a.seqlen_q, a.seqlen_k, kN, kCausal);
-  return w;
+  return fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, 2 * kM, kPack, a.seqlen_q, a.seqlen_k, kN, kCausal);
 }
 
 __device__ __forceinline__ int kv_head_of(const fa4k::AttentionArgs& a, const Work& w) {
-  if constexpr (kPack > 1) {
-    if constexpr (kFault == Fault::wrong_gqa_map) return (w.group * kPack) % a.heads_kv;
-    return w.group;  // a packed tile is exactly one kv head's q heads
-  } else {
-    if constexpr (kFault == Fault::wrong_gqa_map) return w.group % a.heads_kv;
-    return w.group / a.q_heads_per_kv;
-  }
+  if constexpr (kFault == Fault::wrong_gqa_map) return (kPack > 1 ? w.group * kPack : w.group) % a.heads_kv;
+  return fa4k::dense_kv_head(w.group, kPack, a.q_heads_per_kv);
 }
 
 // ---- Load warp ---------------------------------------------------------------------------------------
@@ -382,7 +358,7 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
       for (int c = 0; c < kN; c += 32) {
         u32 packed[16];
 #pragma unroll
-        for (int i = 0; i < 16; ++i) packed[i] = pack_half2(x[c + 2 * i] * p_scale, x[c + 2 * i + 1] * p_scale);
+        for (int i = 0; i < 16; ++i) packed[i] = pack_half2<kBf16>(x[c + 2 * i] * p_scale, x[c + 2 * i + 1] * p_scale);
         tmem_st_32x32b<16>(p_addr + c / 2, packed);
       }
       if (kFault != Fault::skip_wait_st) tmem_wait_st();
@@ -466,7 +442,7 @@ __device__ void correction_role(const fa4k::AttentionArgs& a, const Smem& sm, u3
         uint4 out[2];
         u32* o32 = reinterpret_cast<u32*>(out);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) o32[i] = pack_half2(__uint_as_float(v[2 * i]) * inv, __uint_as_float(v[2 * i + 1]) * inv);
+        for (int i = 0; i < 8; ++i) o32[i] = pack_half2<kBf16>(__uint_as_float(v[2 * i]) * inv, __uint_as_float(v[2 * i + 1]) * inv);
         // Two 16-byte chunks of this row, at their swizzled places in the TMA box layout.
 #pragma unroll
         for (int h = 0; h < 2; ++h)

@@ -98,15 +98,6 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
-__device__ __forceinline__ u32 pack_half2(float lo, float hi) {
-  u32 r;
-  if constexpr (kBf16)
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  else
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
 // ---- shared memory ---------------------------------------------------------------------------------
 struct Barriers {
   u64 q_full, q_empty;
@@ -181,27 +172,14 @@ struct TileFeed {
 };
 
 // ---- work decomposition ----------------------------------------------------------------------------
-// Tile -> (m block, head group, batch) and its K/V block range. Causal grids run each (head group, batch)'s
-// longest m blocks first.
-struct Work {
-  int m_block, group, batch;
-  fa4k::BlockRange blocks;
-};
+using Work = fa4k::DenseTile;
 
 __device__ __forceinline__ Work decompose(const fa4k::AttentionArgs& a, int tile) {
-  Work w;
-  const int groups = a.heads_q / kPack;
-  w.m_block = tile % a.num_m_blocks;
-  if constexpr (kCausal) w.m_block = a.num_m_blocks - 1 - w.m_block;
-  w.group = (tile / a.num_m_blocks) % groups;
-  w.batch = tile / (a.num_m_blocks * groups);
-  w.blocks = fa4k::kv_block_range(w.m_block * kM, kM, kPack, a.seqlen_q, a.seqlen_k, kN, kCausal);
-  return w;
+  return fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, kM, kPack, a.seqlen_q, a.seqlen_k, kN, kCausal);
 }
 
-// A packed tile is exactly one kv head's q heads; an unpacked tile is one q head.
 __device__ __forceinline__ int kv_head_of(const fa4k::AttentionArgs& a, const Work& w) {
-  return kPack > 1 ? w.group : w.group / a.q_heads_per_kv;
+  return fa4k::dense_kv_head(w.group, kPack, a.q_heads_per_kv);
 }
 
 // ---- Producer ----------------------------------------------------------------------------------------
@@ -349,7 +327,7 @@ __device__ __forceinline__ void pack_p(const float (&s)[kN / 2], u32 (&p)[kN / 1
 #pragma unroll
   for (int kk = 0; kk < kN / 16; ++kk)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) p[kk][i] = pack_half2(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
+    for (int i = 0; i < 4; ++i) p[kk][i] = pack_half2<kBf16>(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
 }
 
 // O *= the rows' max change; skipped (uniformly) when no row of the warp moved its max, as in most blocks
@@ -480,7 +458,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
       for (int r = 0; r < 2; ++r) {
         const u32 col = 8 * g + 2 * (lane % 4);
         *reinterpret_cast<u32*>(o_tile + swizzle_address(tile_offset(kSwizzle, kM, row0 + 8 * r, col), kSwizzle)) =
-            pack_half2(o[4 * g + 2 * r] * inv[r], o[4 * g + 2 * r + 1] * inv[r]);
+            pack_half2<kBf16>(o[4 * g + 2 * r] * inv[r], o[4 * g + 2 * r + 1] * inv[r]);
       }
     fence_proxy_async_shared();
     named_barrier_arrive(kStoreBarrier, kConsumerThreads + 32);

@@ -37,29 +37,8 @@ std::vector<Case> sm90_cases() {
       c.shapes = {{1, 1}, {1, 17}, {17, 1}, {128, 128}, {17, 1000}, {1000, 17}, {1000, 1000}, {4096, 4096}, {129, 4096}};
       cases.push_back(c);
     }
-  {
-    Case c;
-    c.name = "nolse_bf16_d128_causal";
-    c.causal = true, c.lse = false, c.heads_q = 3, c.heads_kv = 3;
-    c.shapes = {{257, 190}, {190, 257}};
-    cases.push_back(c);
-    c = Case{};
-    c.name = "packed_qkv_bf16_d128_causal";
-    c.causal = true, c.batch = 2, c.heads_q = 8, c.heads_kv = 2, c.layout = Layout::packed_qkv;
-    c.shapes = {{300, 300}};
-    cases.push_back(c);
-    c = Case{};
-    c.name = "head_major_bf16_d64_full";
-    c.d = c.dv = 64, c.batch = 2, c.heads_q = 4, c.heads_kv = 2, c.layout = Layout::head_major;
-    c.shapes = {{257, 190}};
-    cases.push_back(c);
-    c = Case{};
-    c.name = "padded_fp16_d96_causal";
-    c.dtype = DType::fp16, c.d = c.dv = 96, c.causal = true, c.batch = 2, c.heads_q = 6, c.heads_kv = 3;
-    c.layout = Layout::padded;
-    c.shapes = {{130, 333}};
-    cases.push_back(c);
-  }
+  const std::vector<Case> layouts = strided_layout_cases();
+  cases.insert(cases.end(), layouts.begin(), layouts.end());
   return cases;
 }
 

@@ -72,14 +72,8 @@ bool Sm100Backend::supports(const KernelKey& key, std::string* why) const {
   if (!dims_ok)
     return no("head dims (" + std::to_string(key.head_dim) + ", " + std::to_string(key.head_dim_v) +
               ") are not (64,64), (96,96), (128,128) or (192,128); the portable kernel serves them");
-  if (key.gqa_pack < 1 || kTile % key.gqa_pack) return no("gqa_pack must divide 128");
-  if (key.op != KernelOp::attention) return no("the combine kernel is portable");
-  if (key.window || key.softcap || key.sinks)
-    return no("sliding windows, softcapping and attention sinks run on the portable kernels");
-  if (key.decode) return no("decode shapes run on the portable decode kernel (the sm100 kernel's tiles have 128 rows)");
-  if (key.varlen || key.paged || key.split)
-    return no("ragged batches, paged KV and split-KV run on the portable kernel (the sm100 kernel takes dense tensors)");
-  return true;
+  const std::string gap = dense_prefill_gap(key, "sm100", kTile);
+  return gap.empty() || no(gap);
 }
 
 Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the key
