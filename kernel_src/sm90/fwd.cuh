@@ -47,6 +47,9 @@ constexpr int kTileSlots = 2;     // announced tiles in flight
 constexpr u32 kTileReaders = 8 + 1;  // consumer warps and the storer
 constexpr bool kDynamicTiles = kCausal;  // causal tiles differ in length: hand them out as CTAs come free
 static_assert(kDynamicTiles == (kScratchBytesPerCta > 0), "dynamic tiles need the Plan's scratch for their counters");
+static_assert(kBarTileFullCount == kTileSlots && kBarTileEmptyArrivals == kTileReaders, "the Plan's tile ring");
+static_assert(kBarKEmptyArrivals == 8 && kBarVEmptyArrivals == 8, "one release per consumer warp");
+static_assert(kBarQEmptyArrivals == (kOAliasesQ ? 1 : 8), "Q is released by the storer (O over Q) or per consumer warp");
 #define FA4_NEG_INF __int_as_float(0xff800000u)
 static_assert(kM == 2 * kWgRows && kThreads == 384, "two consumer warpgroups of 64 rows and a producer warpgroup");
 static_assert(kD % 16 == 0 && kN % 16 == 0 && kD % kBoxCols == 0 && kDv % kBoxCols == 0, "whole MMA steps and TMA boxes");
