@@ -32,7 +32,7 @@ namespace fa4::test {
     CUdevice dev0 = 0;                                                                                  \
     FA4_CU(cuDeviceGet(&dev0, 0));                                                                      \
     if (const int arch = ::fa4::detail::device_arch(dev0); arch != 90)                                  \
-      GTEST_SKIP() << "SKIPPED: the tcgen05 emulation runs on sm_90 devices, this one is sm_" << arch; \
+      GTEST_SKIP() << "SKIPPED: needs an sm_90 device (the sm90 kernel, the tcgen05 emulation), this one is sm_" << arch; \
   } while (0)
 
 // The check machinery the tests share with `fa4rt selftest` (verify/): device buffers, contexts, random

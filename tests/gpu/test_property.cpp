@@ -1,6 +1,6 @@
-// Seeded randomized property test, for every backend the GPU runs (portable; sm100 emulated, strict and
-// adversarial): random shapes, strides, sequence lengths (seqlen_q != seqlen_k, causal rows that see no
-// key), GQA ratios including non-divisors of 128, softmax scales and logit magnitudes; every element checked
+// Seeded randomized property test, for every backend the GPU runs (portable; on sm_90 also sm90 and sm100
+// emulated, strict and adversarial): random shapes, strides, sequence lengths (seqlen_q != seqlen_k, causal
+// rows that see no key), GQA ratios including non-divisors of 128, softmax scales and logit magnitudes; every element checked
 // against the float64 / float32 reference. Each run draws a new seed and prints it; FA4_TEST_SEED=<seed>
 // replays a run, FA4_TEST_CASES=<n> sets how many problems each backend gets (default 24).
 #include <chrono>
@@ -72,7 +72,7 @@ class Property : public ::testing::TestWithParam<Target> {};
 
 TEST_P(Property, RandomProblemsMatchTheReferenceOnEveryElement) {
   const Target t = GetParam();
-  if (t.backend == Backend::sm100_emulated) FA4_REQUIRE_SM90();
+  if (t.backend == Backend::sm100_emulated || t.backend == Backend::sm90) FA4_REQUIRE_SM90();
   else FA4_REQUIRE_GPU();
   PrimaryContext context;
   Options o = Options::from_env();
@@ -100,6 +100,7 @@ TEST_P(Property, RandomProblemsMatchTheReferenceOnEveryElement) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, Property,
                          ::testing::Values(Target{"portable", Backend::portable, Emulation::strict},
+                                           Target{"sm90", Backend::sm90, Emulation::strict},
                                            Target{"sm100_emulated_strict", Backend::sm100_emulated, Emulation::strict},
                                            Target{"sm100_emulated_adversarial", Backend::sm100_emulated,
                                                   Emulation::adversarial}),

@@ -18,7 +18,6 @@ constexpr int kMaxStages = 4;        // deeper rings buy nothing once loads hide
 // consumer code against its own budget, so S, P and O fit in registers at once.
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 
-
 int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
 // Keys per K/V block: the QK wgmma's N. As wide as a consumer's registers hold S (N/2 fp32), P (N/4) and O
