@@ -301,6 +301,22 @@ std::vector<Case> extreme_logit_cases() {
   return cases;
 }
 
+std::vector<Case> persistent_tile_cases(const HeadDims& dims) {
+  std::vector<Case> cases;
+  for (auto [d, dv] : dims)
+    for (bool causal : {false, true})
+      for (bool lse : {false, true})
+        for (bool packed : {false, true}) {
+          Case c;
+          c.name = "tiles_" + dim_name(d, dv) + "_" + mask_name(causal) + (lse ? "_lse" : "") + (packed ? "_gqa4" : "_gqa3");
+          c.d = d, c.dv = dv, c.causal = causal, c.lse = lse, c.batch = 2;
+          c.heads_kv = 8, c.heads_q = packed ? 32 : 24;
+          c.shapes = {{600, 700}, {700, 600}};
+          cases.push_back(c);
+        }
+  return cases;
+}
+
 std::vector<Case> strided_layout_cases() {
   std::vector<Case> cases;
   Case c;

@@ -58,6 +58,10 @@ std::vector<Case> fp16_mqa_cases(const HeadDims& dims);
 std::vector<Case> gqa_cases(const std::vector<Heads>& heads);
 // |q.k| up to ~1e4 (softmax near one-hot, many rescales), bf16 and fp16, causal and full.
 std::vector<Case> extreme_logit_cases();
+// Every configuration of the given head dims (causal x LSE x GQA 4, which the tile kernels pack, or 3, which
+// they do not) on problems with more tiles than an H200 has SMs, tails on both sequence lengths: batch 2,
+// 8 kv heads, 600/700 tokens (144-160 tiles of 256 rows, twice that of 128).
+std::vector<Case> persistent_tile_cases(const HeadDims& dims);
 // Strided layouts on small problems with tails, LSE off once: packed qkv, head-major, padded rows.
 std::vector<Case> strided_layout_cases();
 

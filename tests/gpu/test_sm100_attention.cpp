@@ -59,18 +59,7 @@ std::vector<Case> emulated_cases() {
 // across tiles), with tails on both sequence lengths; plus the shapes that exposed the (192, 128) defect
 // (O staged over Q: the next tile's Q load landed on the other O tile).
 std::vector<Case> coverage_cases() {
-  std::vector<Case> cases;
-  for (auto [d, dv] : {std::pair{64, 64}, {96, 96}, {128, 128}, {192, 128}})
-    for (bool causal : {false, true})
-      for (bool lse : {false, true})
-        for (bool packed : {false, true}) {
-          Case c;
-          c.name = "tiles_" + dim_name(d, dv) + "_" + mask_name(causal) + (lse ? "_lse" : "") + (packed ? "_gqa4" : "_gqa3");
-          c.d = d, c.dv = dv, c.causal = causal, c.lse = lse, c.batch = 2;
-          c.heads_kv = 8, c.heads_q = packed ? 32 : 24;  // 160 or 144 tiles of 256 rows
-          c.shapes = {{600, 700}, {700, 600}};
-          cases.push_back(c);
-        }
+  std::vector<Case> cases = persistent_tile_cases({{64, 64}, {96, 96}, {128, 128}, {192, 128}});
   for (auto [batch, seqlen, causal] : {std::tuple{2, 2048, false}, {4, 2048, false}, {4, 1024, true}}) {
     Case c;
     c.name = "defect1_d192_dv128_b" + std::to_string(batch) + "_s" + std::to_string(seqlen) + "_" + mask_name(causal);

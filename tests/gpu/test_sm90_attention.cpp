@@ -45,18 +45,7 @@ std::vector<Case> sm90_cases() {
 // Every configuration (head dims x causal x LSE x packed or not) on problems with more tiles than the H200
 // has SMs (each persistent CTA walks several tiles), with tails on both sequence lengths.
 std::vector<Case> tile_cases() {
-  std::vector<Case> cases;
-  for (auto [d, dv] : {std::pair{64, 64}, {96, 96}, {128, 128}, {192, 128}, {256, 256}})
-    for (bool causal : {false, true})
-      for (bool lse : {false, true})
-        for (bool packed : {false, true}) {
-          Case c;
-          c.name = "tiles_" + dim_name(d, dv) + "_" + mask_name(causal) + (lse ? "_lse" : "") + (packed ? "_gqa4" : "_gqa3");
-          c.d = d, c.dv = dv, c.causal = causal, c.lse = lse, c.batch = 2;
-          c.heads_kv = 8, c.heads_q = packed ? 32 : 24;  // 160 or 144 tiles of 128 rows per 300 tokens
-          c.shapes = {{600, 700}, {700, 600}};
-          cases.push_back(c);
-        }
+  std::vector<Case> cases = persistent_tile_cases({{64, 64}, {96, 96}, {128, 128}, {192, 128}, {256, 256}});
   Case c;  // long rows: many blocks per tile, both ring stages reused many times
   c.name = "long_bf16_d128_causal";
   c.causal = true, c.batch = 1, c.heads_q = 16, c.heads_kv = 4;
