@@ -225,6 +225,8 @@ def flags_of(ins):
         out.append("wait")
         if len([a for a in ins.args.split(",") if a.strip()]) > 3:
             out.append("wait_with_hint")  # a fourth operand: a suspend-time hint
+    if ins.op.startswith("NANOSLEEP.SYNCS"):
+        out.append("wait_with_hint")  # ptxas's lowering of a try-wait's suspend-time hint on sm_100
     if ins.base in ("NANOSLEEP", "YIELD", "ELECT", "VOTE", "VOTEU", "BSSY", "BSYNC"):
         out.append(ins.base)
     if ins.base == "SYNCS" and "ARRIVE" in ins.op:

@@ -14,10 +14,21 @@ struct alignas(64) TmaDescriptor {
 };
 
 // shared::cta address of a generic pointer into shared memory.
-__device__ __forceinline__ u32 smem_u32(const void* p) {
-  u32 r;
-  asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-  return r;
+// The builtin, not inline asm: the compiler folds it into its own address arithmetic (barrier and tile
+// addresses become a uniform base plus constants).
+__device__ __forceinline__ u32 smem_u32(const void* p) { return static_cast<u32>(__cvta_generic_to_shared(p)); }
+
+// A copy the compiler cannot see through: what is computed from it stays where it is used. Without it,
+// a loop-invariant base plus one constant per k-step (descriptors, swizzled addresses) is hoisted out of
+// the loop as one live register per step, which spills in register-tight roles.
+template <typename T>
+__device__ __forceinline__ T opaque(T x) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "opaque: 32- or 64-bit values");
+  if constexpr (sizeof(T) == 8)
+    asm volatile("" : "+l"(x));
+  else
+    asm volatile("" : "+r"(x));
+  return x;
 }
 
 __device__ __forceinline__ u32 lane_id() {
@@ -60,6 +71,18 @@ __device__ __forceinline__ bool mbarrier_try_wait_parity(u64* bar, u32 parity) {
       "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
       : "=r"(done)
       : "r"(smem_u32(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
+// The same with a suspend-time hint: while the phase is incomplete the thread may sleep in the instruction
+// for up to `ns` nanoseconds (it wakes when the phase completes) instead of spending issue slots spinning.
+__device__ __forceinline__ bool mbarrier_try_wait_parity_suspend(u64* bar, u32 parity, u32 ns) {
+  u32 done;
+  asm volatile(
+      "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3; selp.u32 %0, 1, 0, p; }"
+      : "=r"(done)
+      : "r"(smem_u32(bar)), "r"(parity), "r"(ns)
       : "memory");
   return done != 0;
 }

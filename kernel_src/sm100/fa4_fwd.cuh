@@ -26,6 +26,7 @@ constexpr int kPack = kGqaPack;            // q heads per kv head packed into a 
 constexpr Swizzle kSwizzle = swizzle_from_bytes(kTmaQSwizzle);
 constexpr int kBoxCols = kTmaQBoxCols;     // elements per TMA box row
 constexpr bool kOAliasesQ = kSmemOOffset == kSmemQOffset;
+constexpr bool kPvDone = kBarPvDoneCount > 0;  // P_s lies over S_s: the next QK into S_s waits for PV_s (Plan)
 constexpr float kLn2 = 0.6931471805599453f;
 #define FA4_NEG_INF __int_as_float(0xff800000u)
 static_assert(kQTiles == 2 && kM == 128 && kN == 128, "the warp-role layout assumes 2 Q tiles of 128 x 128");
@@ -56,11 +57,19 @@ __device__ __noinline__ void report_deadlock(const char* what, u32 parity) {
 // Every wait of the kernel: a whole warp waits for a barrier phase. A wait that outlasts the Plan's watchdog
 // traps (a hang becomes an error); emulated builds name the barrier first. Hardware builds make no call
 // here: a call would make the register-heavy roles spill around it.
+// Hardware waits sleep in the try-wait (suspend-time hint) rather than spin: waiting warps leave the issue
+// slots of their sub-partition to the softmax and MMA warps. The hint is far below the watchdog's limit.
+constexpr u32 kSuspendHintNs = 1000000;
+__device__ __forceinline__ bool try_wait(u64* bar, u32 parity) {
+  if constexpr (kEmulated) return mbarrier_try_wait_parity(bar, parity);
+  return mbarrier_try_wait_parity_suspend(bar, parity, kSuspendHintNs);
+}
+
 __device__ __forceinline__ void wait(u64* bar, u32 parity, const char* what) {
-  if (!mbarrier_try_wait_parity(bar, parity)) {
+  if (!try_wait(bar, parity)) {
     if constexpr (kEmulated) {  // a millisecond count: long limits; registers do not matter here
       u32 tick = globaltimer_ns_low(), waited_ms = 0;
-      while (!mbarrier_try_wait_parity(bar, parity)) {
+      while (!try_wait(bar, parity)) {
         if (globaltimer_ns_low() - tick < 1000000u) continue;
         tick += 1000000u;
         if (++waited_ms > kWaitTimeoutMs) {
@@ -71,14 +80,17 @@ __device__ __forceinline__ void wait(u64* bar, u32 parity, const char* what) {
     } else if constexpr (kWaitTimeoutMs > 0) {
       // One register: the 32-bit nanosecond clock wraps after 4.29 s, so the limit stays below that (Plan).
       const u32 start = globaltimer_ns_low();
-      while (!mbarrier_try_wait_parity(bar, parity))
+      while (!try_wait(bar, parity))
         if (globaltimer_ns_low() - start > kWaitTimeoutMs * 1000000u) __trap();
     } else {
-      mbarrier_wait_parity(bar, parity);
+      while (!try_wait(bar, parity)) {
+      }
     }
   }
   tcgen05_thread_waited();
-  __syncwarp();  // every caller is a whole warp; reconverge before warp-collective instructions
+  // Every caller is a whole warp, reconverged at the loop's exit. Emulated builds also say so with a
+  // __syncwarp (the emulator's collectives expect it); on hardware it would cost a divergence check per wait.
+  if constexpr (kEmulated) __syncwarp();
 }
 
 // Every thread-side arrive of the kernel (tcgen05.commit arrives are the MMA warp's own).
@@ -93,17 +105,22 @@ __device__ __forceinline__ float exp2_mufu(float x) {
   return y;
 }
 
-// exp2 on the FMA pipe: 2^x = 2^floor(x) * 2^f, f in [0, 1), with a cubic for 2^f (max rel. error ~1e-4,
-// far below bf16 rounding). Adding 1.5 * 2^23 rounded down puts floor(x) in the low mantissa bits; shifting
-// those bits by 23 lands them in the exponent field of 2^f's encoding. Like ex2.approx.ftz, results below
-// 2^-126 (and masked -inf inputs) are exactly 0.
-__device__ __forceinline__ float exp2_fma(float x) {
-  const float clamped = fmaxf(x, -127.f);
-  const float shifted = __fadd_rd(clamped, 12582912.f);  // 1.5 * 2^23
-  const float f = clamped - (shifted - 12582912.f);
-  const float p = fmaf(f, fmaf(f, fmaf(f, 0.0771190891f, 0.2275643945f), 0.6951461434f), 1.0f);
-  const float r = __uint_as_float((__float_as_uint(shifted) << 23) + __float_as_uint(p));
-  return x < -126.f ? 0.f : r;
+// exp2 of a pair on the FMA pipe, packed: 2^x = 2^floor(x) * 2^f, f in [0, 1), with a cubic for 2^f
+// (max rel. error ~1e-4, far below bf16 rounding). Adding 1.5 * 2^23 rounded down puts floor(x) in the
+// low mantissa bits (exact: the difference below is an integer); shifting those bits by 23 lands them in
+// the exponent field of 2^f's encoding. Inputs are clamped at -127, where the result is exactly 0 (the
+// masked -inf too); between -127 and -126 it is a denormal below 2^-126 (ex2.approx.ftz gives 0 there).
+__device__ __forceinline__ F32x2 exp2_fma2(F32x2 x) {
+  constexpr float kRound = 12582912.f;  // 1.5 * 2^23
+  const F32x2 clamped = {fmaxf(x.x, -127.f), fmaxf(x.y, -127.f)};
+  const F32x2 shifted = f32x2_add_rm(clamped, {kRound, kRound});
+  const F32x2 floor_x = f32x2_add(shifted, {-kRound, -kRound});
+  const F32x2 f = f32x2_fma(floor_x, {-1.f, -1.f}, clamped);
+  F32x2 p = f32x2_fma(f, {0.0771190891f, 0.0771190891f}, {0.2275643945f, 0.2275643945f});
+  p = f32x2_fma(f, p, {0.6951461434f, 0.6951461434f});
+  p = f32x2_fma(f, p, {1.f, 1.f});
+  return {__uint_as_float((__float_as_uint(shifted.x) << 23) + __float_as_uint(p.x)),
+          __uint_as_float((__float_as_uint(shifted.y) << 23) + __float_as_uint(p.y))};
 }
 
 // ---- shared memory ---------------------------------------------------------------------------------
@@ -189,42 +206,64 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
 }
 
 // ---- Mma warp ----------------------------------------------------------------------------------------
-__device__ __forceinline__ u32 idesc_qk() { return make_idesc_f16(kM, kN, kBf16 ? Format::bf16 : Format::f16, Major::K, Major::K); }
-__device__ __forceinline__ u32 idesc_pv() { return make_idesc_f16(kM, kDv, kBf16 ? Format::bf16 : Format::f16, Major::K, Major::MN); }
+// One elected lane issues each group of MMAs and commits (mma_elect: one elect.sync per group, the whole
+// warp in emulation); descriptors are built once, and a K/V slot or k-step moves only their start field.
+constexpr u32 kIdescQk = make_idesc_f16(kM, kN, kBf16 ? Format::bf16 : Format::f16, Major::K, Major::K);
+constexpr u32 kIdescPv = make_idesc_f16(kM, kDv, kBf16 ? Format::bf16 : Format::f16, Major::K, Major::MN);
 
-// S_s = Q_s K^T over the head dim, K = 16 per instruction.
-__device__ __forceinline__ void issue_qk(u32 tmem, const Smem& sm, int s, const char* k_tile) {
-  const u32 q_base = smem_u32(sm.q(s)), k_base = smem_u32(k_tile);
-#pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) {
-    const OperandStep qa = kmajor_step(kSwizzle, kM, kk * 16), kb = kmajor_step(kSwizzle, kN, kk * 16);
-    mma_f16_ss(tmem + (s ? kTmemS1Col : kTmemS0Col), make_smem_desc(q_base + qa.start, qa.lbo, qa.sbo, kSwizzle),
-               make_smem_desc(k_base + kb.start, kb.lbo, kb.sbo, kSwizzle), idesc_qk(), kk > 0);
-  }
-}
+// The descriptor of the operand `bytes` past the one `desc` describes (both 16-B aligned): the start
+// address field is the low 14 bits, and shared-memory addresses stay below 256 KiB, so nothing carries.
+__device__ __forceinline__ u64 desc_advance(u64 desc, u32 bytes) { return desc + (bytes >> 4); }
 
-// O_s (+)= P_s V: A = P from TMEM (8 columns per K = 16 step), B = V (MN-major: dv contiguous).
-__device__ __forceinline__ void issue_pv(u32 tmem, int s, const char* v_tile, bool accumulate) {
-  const u32 v_base = smem_u32(v_tile);
-#pragma unroll
-  for (int kk = 0; kk < kN / 16; ++kk) {
-    const OperandStep vb = mnmajor_step(kSwizzle, kN, kk * 16);
-    mma_f16_ts(tmem + (s ? kTmemO1Col : kTmemO0Col), tmem + (s ? kTmemP1Col : kTmemP0Col) + kk * 8,
-               make_smem_desc(v_base + vb.start, vb.lbo, vb.sbo, kSwizzle), idesc_pv(), accumulate || kk > 0);
+
+
+struct MmaOperands {
+  u64 q[2];  // Q_s, k-step 0
+  u64 k0;    // ring slot 0 read as K (K-major), k-step 0
+  u64 v0;    // ring slot 0 read as V (MN-major), k-step 0
+  u32 t0;   // TMEM base
+  __device__ explicit MmaOperands(const Smem& sm, u32 tmem) : t0(tmem) {
+    constexpr OperandStep qk = kmajor_step(kSwizzle, kN, 0), pv = mnmajor_step(kSwizzle, kN, 0);
+    static_assert(kmajor_step(kSwizzle, kM, 0).sbo == qk.sbo, "Q and K tiles share the K-major layout");
+    for (int s = 0; s < 2; ++s) q[s] = make_smem_desc(smem_u32(sm.q(s)), qk.lbo, qk.sbo, kSwizzle);
+    k0 = make_smem_desc(smem_u32(sm.slot(0)), qk.lbo, qk.sbo, kSwizzle);
+    v0 = make_smem_desc(smem_u32(sm.slot(0)), pv.lbo, pv.sbo, kSwizzle);
   }
-}
+
+  // S_s = Q_s K^T over the head dim, K = 16 per instruction.
+  __device__ __forceinline__ void qk(int s, int slot) const {
+    const u64 k = desc_advance(k0, slot * kSmemKVStride), q_s = opaque(q[s]);
+    const u32 t = opaque(t0);
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk)
+      mma_f16_ss_issue(t + (s ? kTmemS1Col : kTmemS0Col), desc_advance(q_s, kmajor_step(kSwizzle, kM, kk * 16).start),
+                       desc_advance(k, kmajor_step(kSwizzle, kN, kk * 16).start), kIdescQk, kk > 0);
+  }
+
+  // O_s (+)= P_s V: A = P from TMEM (8 columns per K = 16 step), B = V (MN-major: dv contiguous).
+  __device__ __forceinline__ void pv(int s, int slot, bool accumulate) const {
+    const u64 v = desc_advance(v0, slot * kSmemKVStride);
+    const u32 t = opaque(t0);
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk)
+      mma_f16_ts_issue(t + (s ? kTmemO1Col : kTmemO0Col), t + (s ? kTmemP1Col : kTmemP0Col) + kk * 8,
+                       desc_advance(v, mnmajor_step(kSwizzle, kN, kk * 16).start), kIdescPv, accumulate || kk > 0);
+  }
+};
 
 __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem) {
   Barriers& b = sm.bars();
+  const MmaOperands op(sm, tmem);
   Ring ring;
   u32 tile_phase = 0;
   u32 pv_phase[2] = {0, 0};
-  // PV_s reads P_s inside S_s's columns, and the next QK into S_s overwrites them. The PTX ISA orders two
-  // MMAs of one thread only when they share accumulator and shape, so the QK waits for the PV's commit.
-  // Every QK into S_s but the CTA's first waits for the PV before it (few registers: this warp has 56).
+  // Where P_s lies inside S_s's columns (kPvDone), PV_s reads them and the next QK into S_s overwrites them.
+  // The PTX ISA orders two MMAs of one thread only when they share accumulator and shape, so that QK waits
+  // for the PV's commit: every QK into S_s but the CTA's first (few registers: this warp has 56). Where P_s
+  // has columns of its own, the QK follows at once.
   u32 pv_done_phase = 0;  // bit s: parity of tile s's next PvDone phase
   auto await_pv = [&](int s) {
-    if (kFault == Fault::assume_mma_order) return;
+    if (kFault == Fault::assume_mma_order || !kPvDone) return;
     wait(&b.pv_done[s], pv_done_phase >> s & 1, "pv_done");
     pv_done_phase ^= 1u << s;
     tcgen05_fence_after_thread_sync();
@@ -235,13 +274,15 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
     // Prologue: S for block 0 of both tiles.
     wait(&b.kv_full[ring.index], ring.phase, "kv_full(K)");
     tcgen05_fence_after_thread_sync();
-    const char* k_tile = sm.slot(ring.index);
-    for (int s = 0; s < 2; ++s) {
-      if (tile != static_cast<int>(blockIdx.x)) await_pv(s);  // the previous tile's last PV_s read P_s
-      issue_qk(tmem, sm, s, k_tile);
-      mma_commit(&b.s_full[s]);
+    if (tile != static_cast<int>(blockIdx.x))
+      for (int s = 0; s < 2; ++s) await_pv(s);  // the previous tile's last PV_s read P_s
+    if (mma_elect()) {
+      for (int s = 0; s < 2; ++s) {
+        op.qk(s, ring.index);
+        mma_commit_issue(&b.s_full[s]);
+      }
+      mma_commit_issue(&b.kv_empty[ring.index]);
     }
-    mma_commit(&b.kv_empty[ring.index]);
     ring.advance();
     for (int j = 1; j <= w.blocks.n_blocks; ++j) {
       const bool last = j == w.blocks.n_blocks;
@@ -254,31 +295,38 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
         ring.advance();
       }
       tcgen05_fence_after_thread_sync();
-      if (last && !kOAliasesQ)
-        for (int s = 0; s < 2; ++s) mma_commit(&b.q_empty[s]);  // every QK of the tile is issued
+      if (last && !kOAliasesQ && mma_elect())
+        for (int s = 0; s < 2; ++s) mma_commit_issue(&b.q_empty[s]);  // every QK of the tile is issued
+#pragma unroll
       for (int s = 0; s < 2; ++s) {
         // The deliberate race: S_j overwrites P_(j-1) before the PV that reads it.
         if (kFault == Fault::tmem_reuse_race && !last) {
           await_pv(s);
-          issue_qk(tmem, sm, s, sm.slot(k_pos.index));
+          if (mma_elect()) op.qk(s, k_pos.index);
         }
         wait(&b.pv_ready[s], pv_phase[s], "pv_ready");
         pv_phase[s] ^= 1;
         tcgen05_fence_after_thread_sync();
-        issue_pv(tmem, s, sm.slot(v_pos.index), j > 1);
-        if (kFault != Fault::assume_mma_order) mma_commit(&b.pv_done[s]);
-        if (last) {
-          mma_commit(&b.o_full[s]);
-        } else {
-          if (kFault != Fault::tmem_reuse_race) {
-            await_pv(s);
-            issue_qk(tmem, sm, s, sm.slot(k_pos.index));
+        if (mma_elect()) {
+          op.pv(s, v_pos.index, j > 1);
+          if (kPvDone && kFault != Fault::assume_mma_order) mma_commit_issue(&b.pv_done[s]);
+          if (last) {
+            mma_commit_issue(&b.o_full[s]);
+            if (s == 1) mma_commit_issue(&b.kv_empty[v_pos.index]);
           }
-          mma_commit(&b.s_full[s]);
+        }
+        if (!last) {
+          if (kFault != Fault::tmem_reuse_race) await_pv(s);
+          if (mma_elect()) {
+            if (kFault != Fault::tmem_reuse_race) op.qk(s, k_pos.index);
+            mma_commit_issue(&b.s_full[s]);
+            if (s == 1) {  // both tiles' MMAs of V(j-1) and K(j) are issued
+              mma_commit_issue(&b.kv_empty[v_pos.index]);
+              mma_commit_issue(&b.kv_empty[k_pos.index]);
+            }
+          }
         }
       }
-      mma_commit(&b.kv_empty[v_pos.index]);
-      if (!last) mma_commit(&b.kv_empty[k_pos.index]);
     }
   }
   // Leave no PvDone arrival in flight when the CTA exits.
@@ -344,15 +392,24 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
       if (kFault != Fault::skip_relay_fence) tcgen05_fence_before_thread_sync();
       signal(&b.stats_full[s]);
 
+      // Exponents two columns at a time (packed FFMA2/FADD2 on sm_100a). One pair in kSoftExp2Every goes to
+      // the FMA pipe (one value in kSoftExp2Every, as the Plan says); four partial sums shorten the chain.
       const float bias = (row_max == FA4_NEG_INF ? 0.f : row_max) * scale_log2;
-      float sum = 0.f;
+      const F32x2 scale2 = {scale_log2, scale_log2}, neg_bias2 = {-bias, -bias};
+      F32x2 sum2[4] = {};
 #pragma unroll
-      for (int c = 0; c < kN; ++c) {
-        const float arg = fmaf(x[c], scale_log2, -bias);
-        x[c] = (kSoftExp2Every && c % kSoftExp2Every == kSoftExp2Every - 1) ? exp2_fma(arg) : exp2_mufu(arg);
-        sum += x[c];
+      for (int c = 0; c < kN; c += 2) {
+        const F32x2 arg = f32x2_fma({x[c], x[c + 1]}, scale2, neg_bias2);
+        const int pair = c / 2;
+        const F32x2 e = (kSoftExp2Every && pair % kSoftExp2Every == kSoftExp2Every - 1)
+                            ? exp2_fma2(arg)
+                            : F32x2{exp2_mufu(arg.x), exp2_mufu(arg.y)};
+        x[c] = e.x;
+        x[c + 1] = e.y;
+        sum2[pair % 4] = f32x2_add(sum2[pair % 4], e);
       }
-      row_sum = row_sum * acc_scale + sum;
+      const F32x2 sum01 = f32x2_add(f32x2_add(sum2[0], sum2[1]), f32x2_add(sum2[2], sum2[3]));
+      row_sum = fmaf(row_sum, acc_scale, sum01.x + sum01.y);
       const float p_scale = kFault == Fault::early_normalize ? 1.f / row_sum : 1.f;
 #pragma unroll
       for (int c = 0; c < kN; c += 32) {
@@ -386,7 +443,11 @@ __device__ __forceinline__ void scale_o_row(u32 o_addr, float factor) {
     tmem_ld_32x32b<16>(o_addr + c, v);
     tmem_wait_ld();
 #pragma unroll
-    for (int i = 0; i < 16; ++i) v[i] = __float_as_uint(__uint_as_float(v[i]) * factor);
+    for (int i = 0; i < 16; i += 2) {  // packed FMUL2
+      const F32x2 o = f32x2_mul({__uint_as_float(v[i]), __uint_as_float(v[i + 1])}, {factor, factor});
+      v[i] = __float_as_uint(o.x);
+      v[i + 1] = __float_as_uint(o.y);
+    }
     tmem_st_32x32b<16>(o_addr + c, v);
   }
   tmem_wait_st();
@@ -434,6 +495,7 @@ __device__ void correction_role(const fa4k::AttentionArgs& a, const Smem& sm, u3
 
       const u32 o_addr = tmem + lane_base + (s ? kTmemO1Col : kTmemO0Col);
       char* o_tile = sm.o(s);
+      const int o_row = opaque(row);
 #pragma unroll
       for (int c = 0; c < kDv; c += 16) {
         u32 v[16];
@@ -442,11 +504,14 @@ __device__ void correction_role(const fa4k::AttentionArgs& a, const Smem& sm, u3
         uint4 out[2];
         u32* o32 = reinterpret_cast<u32*>(out);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) o32[i] = pack_half2<kBf16>(__uint_as_float(v[2 * i]) * inv, __uint_as_float(v[2 * i + 1]) * inv);
+        for (int i = 0; i < 8; ++i) {  // packed FMUL2, then one conversion per pair
+          const F32x2 o = f32x2_mul({__uint_as_float(v[2 * i]), __uint_as_float(v[2 * i + 1])}, {inv, inv});
+          o32[i] = pack_half2<kBf16>(o.x, o.y);
+        }
         // Two 16-byte chunks of this row, at their swizzled places in the TMA box layout.
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          *reinterpret_cast<uint4*>(o_tile + swizzle_address(tile_offset(kSwizzle, kM, row, c + 8 * h), kSwizzle)) = out[h];
+          *reinterpret_cast<uint4*>(o_tile + swizzle_address(tile_offset(kSwizzle, kM, o_row, c + 8 * h), kSwizzle)) = out[h];
       }
       fence_proxy_async_shared();
       tcgen05_fence_before_thread_sync();  // fence discipline: O's tcgen05.ld precede the signal
@@ -513,7 +578,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
         mbarrier_init(&b.q_empty[s], kBarQEmptyArrivals);
         mbarrier_init(&b.s_full[s], kBarSFullArrivals);
         mbarrier_init(&b.pv_ready[s], kBarPvReadyArrivals);
-        mbarrier_init(&b.pv_done[s], kBarPvDoneArrivals);
+        if (kPvDone) mbarrier_init(&b.pv_done[s], kBarPvDoneArrivals);
         mbarrier_init(&b.stats_full[s], kBarStatsFullArrivals);
         mbarrier_init(&b.stats_empty[s], kBarStatsEmptyArrivals);
         mbarrier_init(&b.o_full[s], kBarOFullArrivals);

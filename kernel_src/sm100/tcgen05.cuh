@@ -16,6 +16,7 @@
 //     tmem_alloc/dealloc/relinquish, mma_f16_ss/ts, mma_commit, tmem_ld/st, tmem_wait_ld/st,
 //     tmem_exit_check. On hardware the MMA and commit wrappers elect one lane (elect.sync, always the
 //     same lane) which issues; the emulation queues MMAs and the whole warp executes the queue at commit.
+//     The *_issue forms inside `if (mma_elect())` do the same with one election per group.
 //     At any time at most one warp of a CTA has issued, uncommitted MMAs (the emulator traps otherwise).
 //  3. The warp that allocated TMEM calls tmem_exit_check() as its last action, after tmem_dealloc.
 //     Emulated: traps if columns are still allocated or MMAs were never committed, and leaves the slot
@@ -64,6 +65,13 @@ __device__ __forceinline__ void mma_f16_ss(u32 d_tmem, u64 a_desc, u64 b_desc, u
 __device__ __forceinline__ void mma_f16_ts(u32 d_tmem, u32 a_tmem, u64 b_desc, u32 idesc, bool accumulate);  // A in TMEM
 // tcgen05.commit: the mbarrier gets one arrive when all MMAs this warp issued before are complete.
 __device__ __forceinline__ void mma_commit(u64* mbar);
+// The same three, issued from inside `if (mma_elect()) { ... }`: one elected lane on hardware (one
+// elect.sync for a group of MMAs and commits), the whole warp in emulation. The warp is converged at the
+// `if`, and the group's commits come from the same block as its MMAs.
+__device__ __forceinline__ bool mma_elect();
+__device__ __forceinline__ void mma_f16_ss_issue(u32 d_tmem, u64 a_desc, u64 b_desc, u32 idesc, bool accumulate);
+__device__ __forceinline__ void mma_f16_ts_issue(u32 d_tmem, u32 a_tmem, u64 b_desc, u32 idesc, bool accumulate);
+__device__ __forceinline__ void mma_commit_issue(u64* mbar);
 
 // --- TMEM <-> registers, shape 32x32b.xN: thread i <-> lane (taddr lane + i), r[j] <-> column + j ---
 // The warp's lane field must be 32 * (warp % 4). N: 1, 2, 4, ..., 128.
@@ -82,6 +90,7 @@ __device__ __forceinline__ void tcgen05_thread_arrives();  // before this thread
 
 // --- packed fp32 pairs: one add/mul/fma.rn.f32x2 on sm_100a, two scalar .rn ops elsewhere -----------
 __device__ __forceinline__ F32x2 f32x2_add(F32x2 a, F32x2 b);
+__device__ __forceinline__ F32x2 f32x2_add_rm(F32x2 a, F32x2 b);  // rounded toward -infinity
 __device__ __forceinline__ F32x2 f32x2_mul(F32x2 a, F32x2 b);
 __device__ __forceinline__ F32x2 f32x2_fma(F32x2 a, F32x2 b, F32x2 c);  // a * b + c, one rounding
 

@@ -519,6 +519,16 @@ __device__ __noinline__ void mma_commit_emulated(u64* mbar) {
 }
 __device__ __forceinline__ void mma_commit(u64* mbar) { mma_commit_emulated(mbar); }
 
+// The elected-lane path: emulated MMAs are warp-collective, so every lane is "elected".
+__device__ __forceinline__ bool mma_elect() { return true; }
+__device__ __forceinline__ void mma_f16_ss_issue(u32 d_tmem, u64 a_desc, u64 b_desc, u32 idesc, bool accumulate) {
+  mma_f16_ss(d_tmem, a_desc, b_desc, idesc, accumulate);
+}
+__device__ __forceinline__ void mma_f16_ts_issue(u32 d_tmem, u32 a_tmem, u64 b_desc, u32 idesc, bool accumulate) {
+  mma_f16_ts(d_tmem, a_tmem, b_desc, idesc, accumulate);
+}
+__device__ __forceinline__ void mma_commit_issue(u64* mbar) { mma_commit(mbar); }
+
 namespace emu {
 
 // What a tcgen05.ld of `n` columns of this thread's lane reads now: TMEM, or NaN where an issued,
@@ -656,6 +666,7 @@ __device__ __forceinline__ void tcgen05_thread_arrives() {
 
 // Two scalar round-to-nearest operations (never contracted), the same results as the f32x2 forms.
 __device__ __forceinline__ F32x2 f32x2_add(F32x2 a, F32x2 b) { return {__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y)}; }
+__device__ __forceinline__ F32x2 f32x2_add_rm(F32x2 a, F32x2 b) { return {__fadd_rd(a.x, b.x), __fadd_rd(a.y, b.y)}; }
 __device__ __forceinline__ F32x2 f32x2_mul(F32x2 a, F32x2 b) { return {__fmul_rn(a.x, b.x), __fmul_rn(a.y, b.y)}; }
 __device__ __forceinline__ F32x2 f32x2_fma(F32x2 a, F32x2 b, F32x2 c) {
   return {__fmaf_rn(a.x, b.x, c.x), __fmaf_rn(a.y, b.y, c.y)};

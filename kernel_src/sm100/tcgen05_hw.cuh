@@ -25,30 +25,40 @@ __device__ __forceinline__ void tmem_relinquish_alloc_permit() {
   asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory");
 }
 
-// MMAs are issued by a single thread: the wrappers are warp-collective and elect one lane.
+// The elected-lane issue path: `if (mma_elect()) { mma_f16_*_issue(...); ...; mma_commit_issue(bar); }`.
+// elect.sync picks the same lane every time with all lanes active, so its commits track its MMAs.
+__device__ __forceinline__ bool mma_elect() { return elect_one_sync(); }
+
+__device__ __forceinline__ void mma_f16_ss_issue(u32 d_tmem, u64 a_desc, u64 b_desc, u32 idesc, bool accumulate) {
+  asm volatile(
+      "{ .reg .pred p; setp.ne.b32 p, %4, 0;"
+      " tcgen05.mma.cta_group::1.kind::f16 [%0], %1, %2, %3, p; }" ::"r"(d_tmem),
+      "l"(a_desc), "l"(b_desc), "r"(idesc), "r"((u32)accumulate)
+      : "memory");
+}
+
+__device__ __forceinline__ void mma_f16_ts_issue(u32 d_tmem, u32 a_tmem, u64 b_desc, u32 idesc, bool accumulate) {
+  asm volatile(
+      "{ .reg .pred p; setp.ne.b32 p, %4, 0;"
+      " tcgen05.mma.cta_group::1.kind::f16 [%0], [%1], %2, %3, p; }" ::"r"(d_tmem),
+      "r"(a_tmem), "l"(b_desc), "r"(idesc), "r"((u32)accumulate)
+      : "memory");
+}
+
+__device__ __forceinline__ void mma_commit_issue(u64* mbar) {
+  asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];" ::"r"(smem_u32(mbar))
+               : "memory");
+}
+
+// The warp-collective forms: each call elects the issuing lane itself.
 __device__ __forceinline__ void mma_f16_ss(u32 d_tmem, u64 a_desc, u64 b_desc, u32 idesc, bool accumulate) {
-  if (elect_one_sync())
-    asm volatile(
-        "{ .reg .pred p; setp.ne.b32 p, %4, 0;"
-        " tcgen05.mma.cta_group::1.kind::f16 [%0], %1, %2, %3, p; }" ::"r"(d_tmem),
-        "l"(a_desc), "l"(b_desc), "r"(idesc), "r"((u32)accumulate)
-        : "memory");
+  if (elect_one_sync()) mma_f16_ss_issue(d_tmem, a_desc, b_desc, idesc, accumulate);
 }
-
 __device__ __forceinline__ void mma_f16_ts(u32 d_tmem, u32 a_tmem, u64 b_desc, u32 idesc, bool accumulate) {
-  if (elect_one_sync())
-    asm volatile(
-        "{ .reg .pred p; setp.ne.b32 p, %4, 0;"
-        " tcgen05.mma.cta_group::1.kind::f16 [%0], [%1], %2, %3, p; }" ::"r"(d_tmem),
-        "r"(a_tmem), "l"(b_desc), "r"(idesc), "r"((u32)accumulate)
-        : "memory");
+  if (elect_one_sync()) mma_f16_ts_issue(d_tmem, a_tmem, b_desc, idesc, accumulate);
 }
-
-// Same elected lane as the MMAs, so the commit tracks them.
 __device__ __forceinline__ void mma_commit(u64* mbar) {
-  if (elect_one_sync())
-    asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];" ::"r"(smem_u32(mbar))
-                 : "memory");
+  if (elect_one_sync()) mma_commit_issue(mbar);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -141,16 +151,28 @@ __device__ __forceinline__ void tcgen05_fence_after_thread_sync() {
 
 // ---------------------------------------------------------------------------------------------
 // Packed f32x2 (sm_100a): .b64 operands, .x in the low 32 bits.
+// mov.b64 of a register pair: no instruction, and the compiler sees two 32-bit values, not a 64-bit
+// integer (shift-and-mask arithmetic on the .y half otherwise turns into 64-bit shifts).
 __device__ __forceinline__ u64 f32x2_pack(F32x2 v) {
-  return (u64)__float_as_uint(v.x) | ((u64)__float_as_uint(v.y) << 32);
+  u64 r;
+  asm("mov.b64 %0, {%1, %2};" : "=l"(r) : "f"(v.x), "f"(v.y));
+  return r;
 }
 __device__ __forceinline__ F32x2 f32x2_unpack(u64 v) {
-  return {__uint_as_float((u32)v), __uint_as_float((u32)(v >> 32))};
+  F32x2 r;
+  asm("mov.b64 {%0, %1}, %2;" : "=f"(r.x), "=f"(r.y) : "l"(v));
+  return r;
 }
 
 __device__ __forceinline__ F32x2 f32x2_add(F32x2 a, F32x2 b) {
   u64 d;
   asm("add.rn.f32x2 %0, %1, %2;" : "=l"(d) : "l"(f32x2_pack(a)), "l"(f32x2_pack(b)));
+  return f32x2_unpack(d);
+}
+
+__device__ __forceinline__ F32x2 f32x2_add_rm(F32x2 a, F32x2 b) {
+  u64 d;
+  asm("add.rm.f32x2 %0, %1, %2;" : "=l"(d) : "l"(f32x2_pack(a)), "l"(f32x2_pack(b)));
   return f32x2_unpack(d);
 }
 

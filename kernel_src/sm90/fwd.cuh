@@ -249,7 +249,7 @@ __device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem&
 // ---- Consumers ---------------------------------------------------------------------------------------
 // S (64 x kN) = Q rows [64 wg, 64 wg + 64) times K^T, both K-major, kD / 16 steps.
 __device__ __forceinline__ void issue_qk(float (&s)[kN / 2], const char* q_tile, const char* k_tile, int wg) {
-  const u32 q_base = smem_u32(q_tile) + wg * kWgRows * kSpan, k_base = smem_u32(k_tile);
+  const u32 q_base = opaque(smem_u32(q_tile) + wg * kWgRows * kSpan), k_base = opaque(smem_u32(k_tile));
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     const OperandStep qa = kmajor_step(kSwizzle, kM, kk * 16), kb = kmajor_step(kSwizzle, kN, kk * 16);
@@ -261,7 +261,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[kN / 2], const char* q_tile,
 // O (64 x kDv) (+)= P V: P from registers (the S fragment of 16 keys per step), V MN-major (dv contiguous).
 __device__ __forceinline__ void issue_pv(float (&o)[kDv / 2], const u32 (&p)[kN / 16][4], const char* v_tile,
                                          bool accumulate) {
-  const u32 v_base = smem_u32(v_tile);
+  const u32 v_base = opaque(smem_u32(v_tile));
 #pragma unroll
   for (int kk = 0; kk < kN / 16; ++kk) {
     const OperandStep vb = mnmajor_step(kSwizzle, kN, kk * 16);

@@ -49,8 +49,26 @@ TEST_P(Sm100Plan, Invariants) {
     for (const char* o : {"O0", "O1"})
       EXPECT_TRUE(region(s).first_column + region(s).columns <= region(o).first_column ||
                   region(o).first_column + region(o).columns <= region(s).first_column);
-  EXPECT_GE(region("P0").first_column, region("S0").first_column);
-  EXPECT_LE(region("P0").first_column + region("P0").columns, region("S0").first_column + region("S0").columns);
+  // P_s lies inside S_s, and then the next QK into S_s waits for PvDone; or P_s has columns of its own,
+  // disjoint from every other region, and nothing waits on PvDone.
+  auto disjoint = [](const TmemRegion& a, const TmemRegion& b) {
+    return a.first_column + a.columns <= b.first_column || b.first_column + b.columns <= a.first_column;
+  };
+  int pv_done = -1;
+  for (const BarrierSpec& b : p.barriers)
+    if (b.name == "PvDone") pv_done = b.instances;
+  for (int t = 0; t < 2; ++t) {
+    const TmemRegion ps = region("P" + std::to_string(t)), st = region("S" + std::to_string(t));
+    const bool inside = ps.first_column >= st.first_column && ps.first_column + ps.columns <= st.first_column + st.columns;
+    if (inside) {
+      EXPECT_EQ(pv_done, p.q_tiles) << ps.name << " lies in " << st.name << ": the QK into it must wait for PvDone";
+    } else {
+      EXPECT_EQ(pv_done, 0) << ps.name << " has its own columns: nothing waits on PvDone";
+      for (const TmemRegion& r : p.tmem)
+        if (r.name != ps.name) EXPECT_TRUE(disjoint(ps, r)) << ps.name << " vs " << r.name;
+    }
+  }
+  EXPECT_EQ(region("P0").first_column >= 2 * p.tile_m, p.key.head_dim_v <= 64) << "P has its own columns exactly where they fit";
   // Shared-memory buffers do not overlap and fit. O may be staged over Q, but then O tile s lies inside
   // Q tile s: the epilogue releases Q tile s after storing O tile s, and nothing else may still live there.
   for (size_t i = 0; i < p.smem.size(); ++i) {
@@ -125,13 +143,17 @@ TEST(Sm100Fault, EveryDebugFaultCompiles) {
 // load warp, which does no tcgen05 work).
 TEST(Sm100Kernel, ThreadSyncsGoThroughTheCheckedHelpers) {
   const std::string source(detail::embedded_source("sm100/fa4_fwd.cuh"));
-  size_t arrives = 0, waits = 0;
-  for (size_t at = source.find("mbarrier_arrive("); at != std::string::npos; at = source.find("mbarrier_arrive(", at + 1))
-    ++arrives;
-  for (size_t at = source.find("mbarrier_wait_parity("); at != std::string::npos; at = source.find("mbarrier_wait_parity(", at + 1))
-    ++waits;
-  EXPECT_EQ(arrives, 1u) << "mbarrier_arrive( outside signal()";
-  EXPECT_EQ(waits, 1u) << "mbarrier_wait_parity( outside wait()";
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = source.find(what); at != std::string::npos; at = source.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("mbarrier_arrive("), 1u) << "mbarrier_arrive( outside signal()";
+  // Waits: the mbarrier try-waits only in try_wait(), and try_wait() called only by wait() (as (bar, parity)).
+  EXPECT_EQ(count("mbarrier_wait_parity("), 0u) << "an unchecked mbarrier wait";
+  EXPECT_EQ(count("mbarrier_try_wait_parity"), 2u) << "mbarrier try-waits outside try_wait()";
+  EXPECT_EQ(count("try_wait("), count("try_wait(bar, parity)") + 1) << "try_wait() called outside wait()";
+  EXPECT_GE(count("try_wait(bar, parity)"), 1u);
   EXPECT_EQ(source.find("named_barrier_"), std::string::npos) << "named barriers bypass the fence-discipline hooks";
 }
 

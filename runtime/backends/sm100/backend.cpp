@@ -150,14 +150,25 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   add("TmemAddr", 16, 0, "TMEM base address written by tcgen05.alloc", 16);
   p.smem_bytes = round_up(offset, 16);
 
-  // TMEM: S0, S1 (fp32, 128 columns each), O0, O1 (dv columns each); P_s over the upper half of S_s.
+  // TMEM: S0, S1 (fp32, 128 columns each), O0, O1 (dv columns each), P_s (bf16 pairs, 64 columns). P_s gets
+  // columns of its own where they fit (dv <= 64): then the next QK into S_s needs no wait, since the commit
+  // that tells softmax S_s is ready also covers the PV issued before it. Otherwise P_s lies over S_s's upper
+  // half and that QK waits for the PV that reads P_s (PvDone: the PTX ISA does not order MMAs of different
+  // accumulators).
+  const bool p_own_columns = 2 * kTile + 2 * dv + kTile <= static_cast<int>(sm100::kTmemColumns);
+  const int p_first = p_own_columns ? 2 * kTile + 2 * dv : kTile / 2;
   p.tmem_columns = static_cast<int>(sm100::kTmemColumns);  // all of TMEM: one CTA per SM
+  const std::string s_note = p_own_columns
+                                 ? "rewritten by the next QK MMA of tile 0, issued right behind the PV (P0 has columns of its own)"
+                                 : "rewritten by the next QK MMA of tile 0, issued only once the PV that reads P0 has completed "
+                                   "(PvDone: the PTX ISA does not order MMAs of different accumulators)";
   p.tmem = {
-      {"S0", 0, kTile, "rewritten by the next QK MMA of tile 0, issued only once the PV that reads P0 has completed "
-                       "(PvDone: the PTX ISA does not order MMAs of different accumulators)"},
+      {"S0", 0, kTile, s_note},
       {"S1", kTile, kTile, "as S0, for tile 1"},
-      {"P0", kTile / 2, kTile / 2, "bf16 pairs over S0's upper half; written by softmax 0 after it has read all of S0 into registers"},
-      {"P1", kTile + kTile / 2, kTile / 2, "as P0, for tile 1"},
+      {"P0", p_first, kTile / 2,
+       p_own_columns ? "bf16 pairs; written by softmax 0 once S0 of the next block is ready (which covers the PV reading P0)"
+                     : "bf16 pairs over S0's upper half; written by softmax 0 after it has read all of S0 into registers"},
+      {"P1", p_first + (p_own_columns ? kTile / 2 : kTile), kTile / 2, "as P0, for tile 1"},
       {"O0", 2 * kTile, dv, "accumulated by PV; rescaled by correction only between PV(j-1) completing and PV(j) issuing (PvReady)"},
       {"O1", 2 * kTile + dv, dv, "as O0, for tile 1"},
   };
@@ -182,7 +193,8 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
       {"KvEmpty", stages, 1, false, "Mma", "Load", "commit after the MMAs reading the slot"},
       {"SFull", kQTiles, 1, false, "Mma", "Softmax", "commit after S = Q K^T (also: the previous PV is complete)"},
       {"PvReady", kQTiles, 8, false, "Softmax+Correction", "Mma", "P stored (4 softmax warps) and O rescaled (4 correction warps)"},
-      {"PvDone", kQTiles, 1, false, "Mma", "Mma", "commit after PV: P may be overwritten by the next QK into S"},
+      {"PvDone", p_own_columns ? 0 : kQTiles, 1, false, "Mma", "Mma",
+       p_own_columns ? "not used: P has columns of its own" : "commit after PV: P may be overwritten by the next QK into S"},
       {"StatsFull", kQTiles, kTile, false, "Softmax", "Correction", "acc_scale (per block) or row_sum/row_max (final) in the mailbox"},
       {"StatsEmpty", kQTiles, kTile, false, "Correction", "Softmax", "mailbox read"},
       {"OFull", kQTiles, 1, false, "Mma", "Correction", "commit after the tile's last PV"},
