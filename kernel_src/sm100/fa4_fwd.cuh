@@ -128,7 +128,7 @@ struct Barriers {
   u64 q_full[2], q_empty[2];
   u64 kv_full[kKvStages], kv_empty[kKvStages];
   u64 s_full[2], pv_ready[2], pv_done[2];
-  u64 stats_full[2], stats_empty[2];
+  u64 stats_full[2], final_full[2], final_empty[2];
   u64 o_full[2], o_staged[2], o_free[2];
 };
 static_assert(sizeof(Barriers) <= kSmemBarsBytes, "barrier block larger than the Plan's Bars buffer");
@@ -139,7 +139,7 @@ struct Smem {
   __device__ char* o(int s) const { return base + kSmemOOffset + s * kSmemOStride; }  // inside q(s) when aliased
   __device__ char* slot(int i) const { return base + kSmemKVOffset + i * kSmemKVStride; }
   __device__ Barriers& bars() const { return *reinterpret_cast<Barriers*>(base + kSmemBarsOffset); }
-  // Mailbox, per tile and row: [0] acc_scale of the block (or the final row_sum), [1] the final row max.
+  // Mailbox, per tile and row: [0] acc_scale of each block, [1] the final row_sum.
   __device__ float* stats(int s, int which) const {
     return reinterpret_cast<float*>(base + kSmemStatsOffset) + (s * 2 + which) * kM;
   }
@@ -342,10 +342,11 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
   const u32 s_addr = tmem + lane_base + (s ? kTmemS1Col : kTmemS0Col);
   const u32 p_addr = tmem + lane_base + (s ? kTmemP1Col : kTmemP0Col);
   const float scale_log2 = a.scale_log2;
-  u32 s_phase = 0, stats_phase = 0;
-  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x) {
+  u32 s_phase = 0, tile_phase = 0;
+  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
     const Work w = decompose(a, tile);
-    const int token = ((w.m_block * 2 + s) * kM + row) / kPack;
+    const int packed_row = (w.m_block * 2 + s) * kM + row;  // packed row -> (token, q head)
+    const int token = packed_row / kPack;
     // Keys this row may see: c < limit (bottom-right causal alignment and the seqlen_k tail).
     const int limit = kCausal ? min(a.seqlen_k, token + a.seqlen_k - a.seqlen_q + 1) : a.seqlen_k;
     float row_max = FA4_NEG_INF, row_sum = 0.f;
@@ -376,16 +377,18 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
       for (int c = 1; c < kN; ++c) block_max = fmaxf(block_max, x[c]);
 
       // Lazy rescale: keep the old max while the new one exceeds it by at most 2^threshold in exp2 units.
+      // Branch-free: a row that has seen only masked keys gets diff = NaN (no rescale, max stays -inf);
+      // its first visible block gets diff = -inf (acc_scale 0, the new max).
       float new_max = fmaxf(row_max, block_max), acc_scale = 1.f;
-      if (new_max != FA4_NEG_INF) {
-        if (kFault != Fault::skip_rescale && (row_max - new_max) * scale_log2 < -kRescaleThresholdLog2)
-          acc_scale = exp2_mufu((row_max - new_max) * scale_log2);
-        else if (kFault != Fault::skip_rescale)
-          new_max = row_max;
+      if constexpr (kFault != Fault::skip_rescale) {
+        const float diff = (row_max - new_max) * scale_log2;
+        const bool rescale = diff < -kRescaleThresholdLog2;
+        acc_scale = rescale ? exp2_mufu(diff) : 1.f;
+        new_max = rescale ? new_max : row_max;
       }
       row_max = new_max;
-      wait(&b.stats_empty[s], stats_phase ^ 1, "stats_empty");
-      tcgen05_fence_after_thread_sync();  // fence discipline: P's stores below follow this sync
+      // No wait for the mailbox: correction read block j-1's value before its PvReady(j-1), which PV(j-1)
+      // waited for, and S_j, which this thread has seen, was committed after that PV.
       sm.stats(s, 0)[row] = acc_scale;
       // Correction rescales O on this signal, trusting PV(j-1) complete because this thread saw S_j: the
       // fence carries that completion (acquired at s_full) across the relay.
@@ -422,15 +425,19 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
       tcgen05_fence_before_thread_sync();
       __syncwarp();
       if (threadIdx.x % 32 == 0) signal(&b.pv_ready[s]);
-      stats_phase ^= 1;
     }
     if (kFault == Fault::skip_wait_st) tmem_wait_st();
-    // Final round: row_sum and row_max for the normalisation and the LSE.
-    wait(&b.stats_empty[s], stats_phase ^ 1, "stats_empty");
-    sm.stats(s, 0)[row] = row_sum;
-    sm.stats(s, 1)[row] = row_max;
-    signal(&b.stats_full[s]);
-    stats_phase ^= 1;
+    // Final round: row_sum to correction, in a slot of its own (correction may not have read the last
+    // block's acc_scale yet), once it has read the previous tile's; the LSE straight to memory. Rows past
+    // seqlen_q are computed but neither stored nor logged.
+    wait(&b.final_empty[s], tile_phase ^ 1, "final_empty");
+    sm.stats(s, 1)[row] = row_sum;
+    signal(&b.final_full[s]);
+    if (kWriteLse && token < a.seqlen_q) {
+      const int q_head = kPack > 1 ? w.group * kPack + packed_row % kPack : w.group;
+      a.lse[(static_cast<long long>(w.batch) * a.heads_q + q_head) * a.seqlen_q + token] =
+          row_sum > 0.f ? (row_max * scale_log2 + __log2f(row_sum)) * kLn2 : FA4_NEG_INF;
+    }
   }
 }
 
@@ -465,7 +472,6 @@ __device__ void correction_role(const fa4k::AttentionArgs& a, const Smem& sm, u3
         wait(&b.stats_full[s], stats_phase[s], "stats_full");
         stats_phase[s] ^= 1;
         const float acc_scale = sm.stats(s, 0)[row];
-        signal(&b.stats_empty[s]);
         // O_s holds PV(j-1) (complete: softmax saw S_j, committed after it). Block 0's PV overwrites O.
         if (j > 0 && __any_sync(0xffffffffu, acc_scale != 1.f)) {
           tcgen05_fence_after_thread_sync();
@@ -476,22 +482,14 @@ __device__ void correction_role(const fa4k::AttentionArgs& a, const Smem& sm, u3
         if (threadIdx.x % 32 == 0) signal(&b.pv_ready[s]);
       }
     for (int s = 0; s < 2; ++s) {
-      wait(&b.stats_full[s], stats_phase[s], "stats_full(final)");
-      stats_phase[s] ^= 1;
-      const float row_sum = sm.stats(s, 0)[row], row_max = sm.stats(s, 1)[row];
-      signal(&b.stats_empty[s]);
+      wait(&b.final_full[s], tile_phase, "final_full");
+      const float row_sum = sm.stats(s, 1)[row];
+      signal(&b.final_empty[s]);
       wait(&b.o_full[s], tile_phase, "o_full");
       wait(&b.o_free[s], tile_phase ^ 1, "o_free");
       tcgen05_fence_after_thread_sync();
 
-      // Packed row -> (token, q head). Rows past seqlen_q are computed but neither stored nor logged.
-      const int packed_row = (w.m_block * 2 + s) * kM + row;
-      const int token = packed_row / kPack;
-      const int q_head = kPack > 1 ? w.group * kPack + packed_row % kPack : w.group;
       const float inv = row_sum > 0.f ? 1.f / row_sum : 0.f;  // rows that saw no key: O = 0
-      if (kWriteLse && token < a.seqlen_q)
-        a.lse[(static_cast<long long>(w.batch) * a.heads_q + q_head) * a.seqlen_q + token] =
-            row_sum > 0.f ? (row_max * a.scale_log2 + __log2f(row_sum)) * kLn2 : FA4_NEG_INF;
 
       const u32 o_addr = tmem + lane_base + (s ? kTmemO1Col : kTmemO0Col);
       char* o_tile = sm.o(s);
@@ -564,7 +562,9 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
   using namespace fa4::sm100::fwd;
   tmem_bind_scratch(args.scratch, args.scratch_bytes, args.emulation_mode, args.emulation_seed);
   if constexpr (kFault == Fault::trap) __trap();
-  const int warp = threadIdx.x / 32;
+  // The warp index through a shuffle: ptxas then knows it is warp-uniform, so the role branches below do
+  // not make it assume divergence (and emit convergence checks before every elect and warp sync).
+  const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
   {
     const Smem sm = smem_layout();
     Barriers& b = sm.bars();
@@ -580,7 +580,8 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
         mbarrier_init(&b.pv_ready[s], kBarPvReadyArrivals);
         if (kPvDone) mbarrier_init(&b.pv_done[s], kBarPvDoneArrivals);
         mbarrier_init(&b.stats_full[s], kBarStatsFullArrivals);
-        mbarrier_init(&b.stats_empty[s], kBarStatsEmptyArrivals);
+        mbarrier_init(&b.final_full[s], kBarFinalFullArrivals);
+        mbarrier_init(&b.final_empty[s], kBarFinalEmptyArrivals);
         mbarrier_init(&b.o_full[s], kBarOFullArrivals);
         mbarrier_init(&b.o_staged[s], kBarOStagedArrivals);
         mbarrier_init(&b.o_free[s], kBarOFreeArrivals);

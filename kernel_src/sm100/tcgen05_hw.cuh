@@ -26,8 +26,9 @@ __device__ __forceinline__ void tmem_relinquish_alloc_permit() {
 }
 
 // The elected-lane issue path: `if (mma_elect()) { mma_f16_*_issue(...); ...; mma_commit_issue(bar); }`.
-// elect.sync picks the same lane every time with all lanes active, so its commits track its MMAs.
-__device__ __forceinline__ bool mma_elect() { return elect_one_sync(); }
+// Lane 0 issues, the same lane every time, so its commits track its MMAs. A lane test, not elect.sync:
+// ptxas guards each elect.sync after a barrier wait with a convergence check (BRA.DIV) and a slow path.
+__device__ __forceinline__ bool mma_elect() { return lane_id() == 0; }
 
 __device__ __forceinline__ void mma_f16_ss_issue(u32 d_tmem, u64 a_desc, u64 b_desc, u32 idesc, bool accumulate) {
   asm volatile(

@@ -105,7 +105,7 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   // The emulator keeps a few bytes of static shared memory, which push the 1024-aligned dynamic base by 1 KB.
   const int budget = kSmemBudget - (key.backend == Backend::sm100_emulated ? 1024 : 0);
   const int stats_bytes = kQTiles * kTile * 2 * 4;  // mailbox: per tile and row, two floats
-  auto barrier_bytes = [](int stages) { return 8 * (10 * kQTiles + 2 * stages); };  // the list below
+  auto barrier_bytes = [](int stages) { return 8 * (11 * kQTiles + 2 * stages); };  // the list below
   auto tail_bytes = [&](int stages) { return round_up(barrier_bytes(stages), 16) + stats_bytes + 16; };
   // Largest ring that fits; O gets its own buffers unless that leaves fewer than two slots.
   auto fits = [&](int stages, bool alias) {
@@ -175,9 +175,9 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
 
   const Registers r = kRegisters;
   p.roles = {
-      {"Softmax0", 0, 4, r.softmax, "S0 from TMEM, mask, row max, lazy rescale, exp2, P0 to TMEM, row sum"},
+      {"Softmax0", 0, 4, r.softmax, "S0 from TMEM, mask, row max, lazy rescale, exp2, P0 to TMEM, row sum, LSE"},
       {"Softmax1", 4, 4, r.softmax, "the same for Q tile 1 (ping-pong with Softmax0)"},
-      {"Correction", 8, 4, r.correction, "rescale O0/O1 when the max moved, final 1/row_sum, LSE, O to swizzled smem"},
+      {"Correction", 8, 4, r.correction, "rescale O0/O1 when the max moved, final 1/row_sum, O to swizzled smem"},
       {"Mma", 12, 1, r.other, "allocates TMEM; issues QK (SS) and PV (TS) MMAs and their commits"},
       {"Epilogue", 13, 1, r.other, "TMA store of O tiles"},
       {"Load", 14, 1, r.other, "TMA loads of Q tiles and the K/V ring"},
@@ -195,8 +195,11 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
       {"PvReady", kQTiles, 8, false, "Softmax+Correction", "Mma", "P stored (4 softmax warps) and O rescaled (4 correction warps)"},
       {"PvDone", p_own_columns ? 0 : kQTiles, 1, false, "Mma", "Mma",
        p_own_columns ? "not used: P has columns of its own" : "commit after PV: P may be overwritten by the next QK into S"},
-      {"StatsFull", kQTiles, kTile, false, "Softmax", "Correction", "acc_scale (per block) or row_sum/row_max (final) in the mailbox"},
-      {"StatsEmpty", kQTiles, kTile, false, "Correction", "Softmax", "mailbox read"},
+      {"StatsFull", kQTiles, kTile, false, "Softmax", "Correction",
+       "acc_scale of the block in the mailbox; no empty barrier: softmax rewrites it only after S of the next block, "
+       "committed after a PV that waited for correction's PvReady, which follows its read"},
+      {"FinalFull", kQTiles, kTile, false, "Softmax", "Correction", "the tile's row_sum in the mailbox's second slot"},
+      {"FinalEmpty", kQTiles, kTile, false, "Correction", "Softmax", "row_sum read"},
       {"OFull", kQTiles, 1, false, "Mma", "Correction", "commit after the tile's last PV"},
       {"OStaged", kQTiles, kTile, false, "Correction", "Epilogue", "normalised O in swizzled smem (after fence.proxy.async)"},
       {"OFree", kQTiles, 1, false, "Epilogue", "Correction", "TMA store has read the O buffer"},
