@@ -23,7 +23,10 @@ int round_up(int x, int to) { return (x + to - 1) / to * to; }
 struct Registers {
   int softmax, correction, other;
 };
-constexpr Registers kRegisters = {192, 72, 56};
+// setmaxnreg budgets per thread (they must use exactly the 64K registers). At dv <= 64 the correction's
+// O rows and the MMA warp's descriptors are small, so softmax gets 200 (FA4's d64 split); at larger dv
+// the correction (O staging) and MMA warp (causal bookkeeping) need 72 and 56 to stay free of spills.
+Registers registers_for(int dv) { return dv <= 64 ? Registers{200, 64, 48} : Registers{192, 72, 56}; }
 
 // Q heads per kv head that one tile packs: all of them when they divide the 128-row tile.
 int gqa_pack(int q_heads_per_kv) { return q_heads_per_kv > 1 && kTile % q_heads_per_kv == 0 ? q_heads_per_kv : 1; }
@@ -173,7 +176,7 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
       {"O1", 2 * kTile + dv, dv, "as O0, for tile 1"},
   };
 
-  const Registers r = kRegisters;
+  const Registers r = registers_for(dv);
   p.roles = {
       {"Softmax0", 0, 4, r.softmax, "S0 from TMEM, mask, row max, lazy rescale, exp2, P0 to TMEM, row sum, LSE"},
       {"Softmax1", 4, 4, r.softmax, "the same for Q tile 1 (ping-pong with Softmax0)"},
