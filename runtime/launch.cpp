@@ -144,6 +144,13 @@ void fill_schedule(const Plan& plan, const Problem& problem, fa4k::AttentionArgs
   const long long m_blocks = (served_seqlen_q(plan, problem) * pack + rows_per_cta - 1) / rows_per_cta;
   args.num_m_blocks = static_cast<int>(m_blocks);
   args.total_tiles = static_cast<int>(tiles_per_head(plan, problem, m_blocks) * (p.heads_q / pack) * p.batch);
+  // Causal tile order by L2 sections: as many (batch, head group)s as keep their K/V within the Plan's bytes.
+  args.tile_section = 0;
+  if (plan.l2_section_bytes > 0 && p.causal) {
+    const long long kv_bytes = static_cast<long long>(p.seqlen_k) * (plan.key.head_dim + plan.key.head_dim_v) * 2;
+    const long long heads = (p.heads_q / pack) * p.batch;
+    args.tile_section = static_cast<int>(std::min(heads, std::max(1LL, plan.l2_section_bytes / std::max(1LL, kv_bytes))));
+  }
   args.split = split_rule(plan, problem);
   args.max_splits = max_splits(plan, problem);
   // Which sequences this kernel serves: the decode kernel those up to decode_seqlen_q, the prefill kernel of

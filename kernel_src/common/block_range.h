@@ -49,18 +49,32 @@ FA4_BLOCKS_HD BlockRange kv_block_range(int first_row, int rows, int pack, int s
 
 // The dense tile kernels' (sm90, sm100) work item: tile -> (m block, head group, batch), m blocks fastest so
 // neighbouring tiles share K/V in L2; causal grids reverse them, so each head's longest tiles come first.
-// A tile is `rows` packed rows against its K/V blocks.
+// With `section` > 0, causal tiles go by L2 sections of that many (batch, head group)s instead: within a
+// section, longest first across all of its heads (a balanced tail), heads fastest (their K/V stay in L2
+// together); sections one after another (the last may be smaller). A tile is `rows` packed rows against
+// its K/V blocks.
 struct DenseTile {
   int m_block, group, batch;
   BlockRange blocks;
 };
 FA4_BLOCKS_HD DenseTile dense_tile(int tile, int num_m_blocks, int groups, int rows, int pack, int seqlen_q, int seqlen_k,
-                                   int tile_n, bool causal) {
+                                   int tile_n, bool causal, int section = 0, int batch = 1) {
   DenseTile t;
-  t.m_block = tile % num_m_blocks;
-  if (causal) t.m_block = num_m_blocks - 1 - t.m_block;
-  t.group = (tile / num_m_blocks) % groups;
-  t.batch = tile / (num_m_blocks * groups);
+  if (causal && section > 0) {
+    const int first = tile / (num_m_blocks * section) * section;  // the section's first (batch, group)
+    const int left = batch * groups - first;
+    const int heads = left < section ? left : section;             // the last section may be smaller
+    const int in_section = tile - first * num_m_blocks;
+    const int bh = first + in_section % heads;
+    t.m_block = num_m_blocks - 1 - in_section / heads;
+    t.group = bh % groups;
+    t.batch = bh / groups;
+  } else {
+    t.m_block = tile % num_m_blocks;
+    if (causal) t.m_block = num_m_blocks - 1 - t.m_block;
+    t.group = (tile / num_m_blocks) % groups;
+    t.batch = tile / (num_m_blocks * groups);
+  }
   t.blocks = kv_block_range(t.m_block * rows, rows, pack, seqlen_q, seqlen_k, tile_n, causal);
   return t;
 }

@@ -87,6 +87,8 @@ struct AttentionArgs {
   const float* sinks;
   int num_m_blocks;          // ceil(seqlen_q * pack / tile_m): row tiles per (batch, kv head group)
   int total_tiles;           // work items of the static scheduler (persistent kernels)
+  int tile_section;          // dense causal tiles: (batch, head group)s per L2 section (0: each head's tiles in
+                             // turn; block_range.h dense_tile)
   void* scratch;             // the per-stream device scratch a Plan asks for (scratch_bytes_per_cta, zeroed when
                              // allocated): the sm100 emulation's TMEM backing store, the sm90 causal
                              // scheduler's tile counters (left zero at exit); null otherwise

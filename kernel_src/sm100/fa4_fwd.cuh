@@ -160,7 +160,8 @@ struct Ring {
 using Work = fa4k::DenseTile;
 
 __device__ __forceinline__ Work decompose(const fa4k::AttentionArgs& a, int tile) {
-  return fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, 2 * kM, kPack, a.seqlen_q, a.seqlen_k, kN, kCausal);
+  return fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, 2 * kM, kPack, a.seqlen_q, a.seqlen_k, kN, kCausal,
+                          a.tile_section, a.batch);
 }
 
 __device__ __forceinline__ int kv_head_of(const fa4k::AttentionArgs& a, const Work& w) {

@@ -1,9 +1,10 @@
 // kv_block_range against brute force over every (row, key) pair: visited blocks are exactly those some
 // valid row can see (or block 0 alone when none can), and the masked class is exactly the visited blocks
-// holding an element hidden from some valid row.
+// holding an element hidden from some valid row. dense_tile's tile orders are permutations.
 #include <gtest/gtest.h>
 
 #include <random>
+#include <vector>
 
 #include "kernel_src/common/block_range.h"
 
@@ -91,3 +92,47 @@ TEST(BlockRange, WindowsMatchBruteForce) {
 }
 
 }  // namespace
+
+namespace fa4 {
+namespace {
+
+// Every tile order visits each (m block, head group, batch) exactly once. The L2-sectioned causal order
+// keeps a section's heads together (tiles of one section are contiguous) and, within a section, never
+// visits a shorter m block before a longer one; without sections each head's tiles stay in turn.
+TEST(DenseTile, EveryOrderIsAPermutationAndSectionsGoLongestFirst) {
+  for (int num_m : {1, 3, 8})
+    for (int groups : {1, 2, 5})
+      for (int batch : {1, 3})
+        for (int section : {0, 1, 2, 4, 7, 64}) {
+          const int heads = groups * batch, tiles = num_m * heads;
+          std::vector<int> seen(tiles, 0);
+          int section_of_prev = -1, prev_m = 1 << 30;
+          for (int tile = 0; tile < tiles; ++tile) {
+            const fa4k::DenseTile t = fa4k::dense_tile(tile, num_m, groups, 128, 1, num_m * 128, num_m * 128, 128,
+                                                       true, section, batch);
+            ASSERT_GE(t.m_block, 0);
+            ASSERT_LT(t.m_block, num_m);
+            ASSERT_GE(t.group, 0);
+            ASSERT_LT(t.group, groups);
+            ASSERT_GE(t.batch, 0);
+            ASSERT_LT(t.batch, batch);
+            ++seen[(t.batch * groups + t.group) * num_m + t.m_block];
+            const int bh = t.batch * groups + t.group;
+            if (section > 0) {
+              const int sec = bh / section;
+              EXPECT_GE(sec, section_of_prev) << "sections run one after another";
+              if (sec == section_of_prev) EXPECT_LE(t.m_block, prev_m) << "longest first within a section";
+              section_of_prev = sec;
+              prev_m = t.m_block;
+            } else {
+              EXPECT_EQ(t.m_block, num_m - 1 - tile % num_m) << "each head's tiles in turn, longest first";
+            }
+          }
+          for (int i = 0; i < tiles; ++i)
+            EXPECT_EQ(seen[i], 1) << "num_m " << num_m << " groups " << groups << " batch " << batch << " section "
+                                  << section << " item " << i;
+        }
+}
+
+}  // namespace
+}  // namespace fa4

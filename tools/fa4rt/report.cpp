@@ -198,6 +198,9 @@ std::string plan_report(const Plan& plan, const MaskShape& shape, const std::str
   out << "fa4rt plan: " << plan.key.name() << "  (kernel " << plan.kernel_name << " from kernel_src/" << plan.source
       << ", target " << plan.key.target() << ", " << plan.threads << " threads" << (plan.persistent ? ", persistent grid" : "")
       << ")\n";
+  if (plan.l2_section_bytes > 0)
+    out << "  causal tiles: longest first across the heads of each L2 section (heads whose K/V fit in "
+        << (plan.l2_section_bytes >> 20) << " MiB), sections in turn\n";
   math_contract(out, plan);
   streaming_state(out, plan);
   mma_contracts(out, plan);

@@ -91,6 +91,9 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   // Static persistent scheduling for non-causal problems; causal grids launch every tile, longest first. The
   // emulation always runs persistent: each resident CTA needs its own TMEM slot (kEmuTmemSlotBytes, 772 KiB).
   p.persistent = !key.causal || key.backend == Backend::sm100_emulated;
+  // Causal tiles longest first across the heads of an L2 section: a quarter of the B200's L2 (126 MB) holds
+  // the section's K/V, the rest the Q/O streams and other sections' tails.
+  if (key.causal) p.l2_section_bytes = 32ll << 20;
   p.soft_exp2_every = key.head_dim <= 128 ? 8 : 0;  // share of exp2 on the FMA pipe (FA4: 1 in 8 for d <= 128)
   p.rescale_threshold_log2 = 8;
   // Bounded waits: a barrier wait longer than this traps (a hang becomes an error the self-check can see). On
