@@ -215,29 +215,32 @@ constexpr u32 kIdescPv = make_idesc_f16(kM, kDv, kBf16 ? Format::bf16 : Format::
 // The descriptor of the operand `bytes` past the one `desc` describes (both 16-B aligned): the start
 // address field is the low 14 bits, and shared-memory addresses stay below 256 KiB, so nothing carries.
 __device__ __forceinline__ u64 desc_advance(u64 desc, u32 bytes) { return desc + (bytes >> 4); }
+// The same by a signed distance (a multiple of 16 bytes; the result is a valid shared-memory address).
+__device__ __forceinline__ u64 desc_move(u64 desc, int bytes) { return desc + static_cast<u64>(static_cast<long long>(bytes / 16)); }
 
 
 
 struct MmaOperands {
-  u64 q[2];  // Q_s, k-step 0
-  u64 k0;    // ring slot 0 read as K (K-major), k-step 0
-  u64 v0;    // ring slot 0 read as V (MN-major), k-step 0
+  u64 k0;   // ring slot 0 read as K (K-major), k-step 0
+  u64 v0;   // ring slot 0 read as V (MN-major), k-step 0
   u32 t0;   // TMEM base
   __device__ explicit MmaOperands(const Smem& sm, u32 tmem) : t0(tmem) {
     constexpr OperandStep qk = kmajor_step(kSwizzle, kN, 0), pv = mnmajor_step(kSwizzle, kN, 0);
-    static_assert(kmajor_step(kSwizzle, kM, 0).sbo == qk.sbo, "Q and K tiles share the K-major layout");
-    for (int s = 0; s < 2; ++s) q[s] = make_smem_desc(smem_u32(sm.q(s)), qk.lbo, qk.sbo, kSwizzle);
     k0 = make_smem_desc(smem_u32(sm.slot(0)), qk.lbo, qk.sbo, kSwizzle);
     v0 = make_smem_desc(smem_u32(sm.slot(0)), pv.lbo, pv.sbo, kSwizzle);
   }
 
-  // S_s = Q_s K^T over the head dim, K = 16 per instruction.
+  // S_s = Q_s K^T over the head dim, K = 16 per instruction. Q_s's descriptor is K's moved by the distance
+  // between the buffers (same layout fields): derived from the run-time slot, it stays one base per group
+  // instead of one hoisted descriptor per k-step, and the compiler advances both with 64-bit adds.
   __device__ __forceinline__ void qk(int s, int slot) const {
-    const u64 k = desc_advance(k0, slot * kSmemKVStride), q_s = opaque(q[s]);
+    static_assert(kmajor_step(kSwizzle, kM, 0).sbo == kmajor_step(kSwizzle, kN, 0).sbo, "Q and K share the K-major layout");
+    const u64 k = desc_advance(k0, slot * kSmemKVStride);
+    const u64 q = desc_move(k, kSmemQOffset + s * kSmemQStride - kSmemKVOffset - slot * kSmemKVStride);
     const u32 t = opaque(t0);
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk)
-      mma_f16_ss_issue(t + (s ? kTmemS1Col : kTmemS0Col), desc_advance(q_s, kmajor_step(kSwizzle, kM, kk * 16).start),
+      mma_f16_ss_issue(t + (s ? kTmemS1Col : kTmemS0Col), desc_advance(q, kmajor_step(kSwizzle, kM, kk * 16).start),
                        desc_advance(k, kmajor_step(kSwizzle, kN, kk * 16).start), kIdescQk, kk > 0);
   }
 
