@@ -152,7 +152,7 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
     add("O", o_bytes, o_tile_bytes, "2 O tiles of 128 rows x dv for the TMA store, same box layout as Q");
   }
   add("Bars", barrier_bytes(stages), 0, "mbarriers (see the barrier list)", 16);
-  add("Stats", stats_bytes, 0, "mailbox: per tile and row, [acc_scale or row_sum, row_max]", 16);
+  add("Stats", stats_bytes, 0, "mailbox: per tile and row, [acc_scale of the block, row_sum of the tile]", 16);
   add("TmemAddr", 16, 0, "TMEM base address written by tcgen05.alloc", 16);
   p.smem_bytes = round_up(offset, 16);
 
@@ -228,12 +228,15 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
       "Emulated causal plans are persistent (the same tile loop, walking tiles longest first), the hardware ones are not.",
       "Fallback: head_dim 32 and 256 and head-dim pairs other than (64,64), (96,96), (128,128), (192,128) use the "
       "portable kernel.",
-      "MMA order is explicit, not assumed: FA4 issues QK(j) right behind PV(j-1) and relies on the tensor pipe running "
-      "one thread's MMAs in issue order, which the PTX ISA promises only for MMAs of the same accumulator and shape. "
-      "Here QK waits for PV's commit (PvDone), which can idle the tensor pipe for one commit round trip per tile and "
-      "block. Experiment on a B200: run the assume_mma_order build (DebugFault) on long problems against the "
-      "reference (a mismatch falsifies the in-order assumption) and time both builds; only if it holds and the gap "
-      "matters, adopt it as a named hardware assumption.",
+      p_own_columns
+          ? "MMA order needs no assumption here: P has TMEM columns of its own, so QK(j) follows PV(j-1) at once "
+            "without overwriting what the PV reads."
+          : "MMA order is explicit, not assumed: FA4 issues QK(j) right behind PV(j-1) and relies on the tensor pipe "
+            "running one thread's MMAs in issue order, which the PTX ISA promises only for MMAs of the same "
+            "accumulator and shape. Here QK waits for PV's commit (PvDone), which can idle the tensor pipe for one "
+            "commit round trip per tile and block. Experiment on a B200: run the assume_mma_order build (DebugFault) "
+            "on long problems against the reference (a mismatch falsifies the in-order assumption) and time both "
+            "builds; only if it holds and the gap matters, adopt it as a named hardware assumption.",
       "Bounded waits: a barrier wait longer than " + std::to_string(p.wait_timeout_ms) +
           " ms traps (emulated builds first print the barrier's name); a preempted or debugged kernel could trip it.",
   };
