@@ -88,8 +88,9 @@ __device__ __forceinline__ void wait(u64* bar, u32 parity, const char* what) {
     }
   }
   tcgen05_thread_waited();
-  // Every caller is a whole warp, reconverged at the loop's exit. Emulated builds also say so with a
-  // __syncwarp (the emulator's collectives expect it); on hardware it would cost a divergence check per wait.
+  // Callers are whole warps (reconverged at the loop's exit), or on hardware the Mma role's one thread.
+  // Emulated builds also reconverge with a __syncwarp (the emulator's collectives expect it); on hardware
+  // it would cost a divergence check per wait.
   if constexpr (kEmulated) __syncwarp();
 }
 
@@ -207,8 +208,10 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
 }
 
 // ---- Mma warp ----------------------------------------------------------------------------------------
-// One elected lane issues each group of MMAs and commits (mma_elect: one elect.sync per group, the whole
-// warp in emulation); descriptors are built once, and a K/V slot or k-step moves only their start field.
+// On hardware one thread (lane 0) runs this role: its waits, every MMA and every commit (so the commits
+// track its MMAs), with no warp-level elect or convergence bookkeeping. The emulator's MMAs are
+// warp-collective, so emulated builds run it on the whole warp. Descriptors are built once, and a K/V slot
+// or k-step moves only their start field.
 constexpr u32 kIdescQk = make_idesc_f16(kM, kN, kBf16 ? Format::bf16 : Format::f16, Major::K, Major::K);
 constexpr u32 kIdescPv = make_idesc_f16(kM, kDv, kBf16 ? Format::bf16 : Format::f16, Major::K, Major::MN);
 
@@ -280,13 +283,11 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
     tcgen05_fence_after_thread_sync();
     if (tile != static_cast<int>(blockIdx.x))
       for (int s = 0; s < 2; ++s) await_pv(s);  // the previous tile's last PV_s read P_s
-    if (mma_elect()) {
-      for (int s = 0; s < 2; ++s) {
-        op.qk(s, ring.index);
-        mma_commit_issue(&b.s_full[s]);
-      }
-      mma_commit_issue(&b.kv_empty[ring.index]);
+    for (int s = 0; s < 2; ++s) {
+      op.qk(s, ring.index);
+      mma_commit_issue(&b.s_full[s]);
     }
+    mma_commit_issue(&b.kv_empty[ring.index]);
     ring.advance();
     for (int j = 1; j <= w.blocks.n_blocks; ++j) {
       const bool last = j == w.blocks.n_blocks;
@@ -299,35 +300,32 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
         ring.advance();
       }
       tcgen05_fence_after_thread_sync();
-      if (last && !kOAliasesQ && mma_elect())
+      if (last && !kOAliasesQ)
         for (int s = 0; s < 2; ++s) mma_commit_issue(&b.q_empty[s]);  // every QK of the tile is issued
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
         // The deliberate race: S_j overwrites P_(j-1) before the PV that reads it.
         if (kFault == Fault::tmem_reuse_race && !last) {
           await_pv(s);
-          if (mma_elect()) op.qk(s, k_pos.index);
+          op.qk(s, k_pos.index);
         }
         wait(&b.pv_ready[s], pv_phase[s], "pv_ready");
         pv_phase[s] ^= 1;
         tcgen05_fence_after_thread_sync();
-        if (mma_elect()) {
-          op.pv(s, v_pos.index, j > 1);
-          if (kPvDone && kFault != Fault::assume_mma_order) mma_commit_issue(&b.pv_done[s]);
-          if (last) {
-            mma_commit_issue(&b.o_full[s]);
-            if (s == 1) mma_commit_issue(&b.kv_empty[v_pos.index]);
+        op.pv(s, v_pos.index, j > 1);
+        if (kPvDone && kFault != Fault::assume_mma_order) mma_commit_issue(&b.pv_done[s]);
+        if (last) {
+          mma_commit_issue(&b.o_full[s]);
+          if (s == 1) mma_commit_issue(&b.kv_empty[v_pos.index]);
+        } else {
+          if (kFault != Fault::tmem_reuse_race) {
+            await_pv(s);
+            op.qk(s, k_pos.index);
           }
-        }
-        if (!last) {
-          if (kFault != Fault::tmem_reuse_race) await_pv(s);
-          if (mma_elect()) {
-            if (kFault != Fault::tmem_reuse_race) op.qk(s, k_pos.index);
-            mma_commit_issue(&b.s_full[s]);
-            if (s == 1) {  // both tiles' MMAs of V(j-1) and K(j) are issued
-              mma_commit_issue(&b.kv_empty[v_pos.index]);
-              mma_commit_issue(&b.kv_empty[k_pos.index]);
-            }
+          mma_commit_issue(&b.s_full[s]);
+          if (s == 1) {  // both tiles' MMAs of V(j-1) and K(j) are issued
+            mma_commit_issue(&b.kv_empty[v_pos.index]);
+            mma_commit_issue(&b.kv_empty[k_pos.index]);
           }
         }
       }
@@ -626,7 +624,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
     const Smem sm = smem_layout();
     if (warp == kRoleMmaFirstWarp) {
       if constexpr (kFault == Fault::hang) wait(&sm.bars().o_full[0], 0, "o_full (deliberate hang)");  // only Mma arrives
-      mma_role(args, sm, *sm.tmem_base());
+      if (kEmulated || elect_one_sync()) mma_role(args, sm, *sm.tmem_base());  // see mma_role
     }
     else if (warp == kRoleEpilogueFirstWarp) epilogue_role(args, sm, &tma_o);
     else if (warp == kRoleLoadFirstWarp) load_role(args, sm, &tma_q, &tma_k, &tma_v);

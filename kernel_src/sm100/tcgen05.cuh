@@ -16,7 +16,8 @@
 //     tmem_alloc/dealloc/relinquish, mma_f16_ss/ts, mma_commit, tmem_ld/st, tmem_wait_ld/st,
 //     tmem_exit_check. On hardware the MMA and commit wrappers elect one lane (elect.sync, always the
 //     same lane) which issues; the emulation queues MMAs and the whole warp executes the queue at commit.
-//     The *_issue forms inside `if (mma_elect())` issue from one fixed lane (lane 0) for a whole group.
+//     The *_issue forms are for a kernel whose MMA role runs in one thread on hardware: that thread calls
+//     them (its commits track its MMAs); in emulation the whole warp runs the role and calls them.
 //     At any time at most one warp of a CTA has issued, uncommitted MMAs (the emulator traps otherwise).
 //  3. The warp that allocated TMEM calls tmem_exit_check() as its last action, after tmem_dealloc.
 //     Emulated: traps if columns are still allocated or MMAs were never committed, and leaves the slot
@@ -65,10 +66,8 @@ __device__ __forceinline__ void mma_f16_ss(u32 d_tmem, u64 a_desc, u64 b_desc, u
 __device__ __forceinline__ void mma_f16_ts(u32 d_tmem, u32 a_tmem, u64 b_desc, u32 idesc, bool accumulate);  // A in TMEM
 // tcgen05.commit: the mbarrier gets one arrive when all MMAs this warp issued before are complete.
 __device__ __forceinline__ void mma_commit(u64* mbar);
-// The same three, issued from inside `if (mma_elect()) { ... }`: one fixed lane on hardware (one test
-// for a group of MMAs and commits), the whole warp in emulation. The warp is converged at the
-// `if`, and the group's commits come from the same block as its MMAs.
-__device__ __forceinline__ bool mma_elect();
+// The same three without the election: called by the one thread that issues (hardware), or by the whole
+// converged warp (emulation, where they are the warp-collective forms above).
 __device__ __forceinline__ void mma_f16_ss_issue(u32 d_tmem, u64 a_desc, u64 b_desc, u32 idesc, bool accumulate);
 __device__ __forceinline__ void mma_f16_ts_issue(u32 d_tmem, u32 a_tmem, u64 b_desc, u32 idesc, bool accumulate);
 __device__ __forceinline__ void mma_commit_issue(u64* mbar);

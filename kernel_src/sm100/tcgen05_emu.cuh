@@ -519,8 +519,7 @@ __device__ __noinline__ void mma_commit_emulated(u64* mbar) {
 }
 __device__ __forceinline__ void mma_commit(u64* mbar) { mma_commit_emulated(mbar); }
 
-// The elected-lane path: emulated MMAs are warp-collective, so every lane is "elected".
-__device__ __forceinline__ bool mma_elect() { return true; }
+// The issuing thread's forms: emulated MMAs are warp-collective, so here the whole warp is "the thread".
 __device__ __forceinline__ void mma_f16_ss_issue(u32 d_tmem, u64 a_desc, u64 b_desc, u32 idesc, bool accumulate) {
   mma_f16_ss(d_tmem, a_desc, b_desc, idesc, accumulate);
 }

@@ -25,10 +25,7 @@ __device__ __forceinline__ void tmem_relinquish_alloc_permit() {
   asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory");
 }
 
-// The elected-lane issue path: `if (mma_elect()) { mma_f16_*_issue(...); ...; mma_commit_issue(bar); }`.
-// Lane 0 issues, the same lane every time, so its commits track its MMAs. A lane test, not elect.sync:
-// ptxas guards each elect.sync after a barrier wait with a convergence check (BRA.DIV) and a slow path.
-__device__ __forceinline__ bool mma_elect() { return lane_id() == 0; }
+// The issuing thread's forms: one instruction each, from the thread that issues every MMA and commit.
 
 __device__ __forceinline__ void mma_f16_ss_issue(u32 d_tmem, u64 a_desc, u64 b_desc, u32 idesc, bool accumulate) {
   asm volatile(
