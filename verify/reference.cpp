@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 
@@ -62,16 +63,23 @@ RefResult reference_attention_cpu(const RefProblem& p, const uint16_t* q, const 
 
 namespace {
 
-// The reference module of the current device, compiled on first use.
+// The reference module of the current context, compiled on first use. A module lives and dies with its
+// context, and a released primary context comes back as a new one (often with the same handle), so modules
+// are kept per context id and never unloaded here: unloading one whose context is gone is an error, and
+// the driver frees them with their context.
 const JitModule& reference_module() {
   static std::mutex mutex;
-  static std::unique_ptr<JitModule> module;
+  static std::map<unsigned long long, const JitModule*> modules;
   std::lock_guard lock(mutex);
+  CUcontext ctx = nullptr;
+  FA4_CU(cuCtxGetCurrent(&ctx));
+  unsigned long long id = 0;
+  FA4_CU(cuCtxGetId(ctx, &id));
+  const JitModule*& module = modules[id];
   if (!module) {
     CUdevice dev = 0;
     FA4_CU(cuCtxGetDevice(&dev));
-    module = std::make_unique<JitModule>(verify_source, "reference/attention_ref.cu",
-                                         "sm_" + std::to_string(detail::device_arch(dev)));
+    module = new JitModule(verify_source, "reference/attention_ref.cu", "sm_" + std::to_string(detail::device_arch(dev)));
   }
   return *module;
 }
