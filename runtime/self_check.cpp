@@ -45,7 +45,8 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 // Rows and keys with tails, seqlen_q != seqlen_k (causal: the first rows see no key), a q/kv head ratio that
 // selects exactly this key's GQA packing (3, which no kernel packs, for unpacked keys), and enough kv heads
 // for more than twice as many work tiles as the device has multiprocessors: persistent CTAs walk several
-// tiles, non-persistent grids run in several waves.
+// tiles, non-persistent grids run in several waves. The key's variants: a softcap that bites on these
+// inputs; with sinks the caller points `sinks` at heads_q device logits.
 AttentionParams self_check_problem(const KernelKey& key, int sm_count) {
   AttentionParams p;
   p.batch = 2;
@@ -63,6 +64,7 @@ AttentionParams self_check_problem(const KernelKey& key, int sm_count) {
   p.dtype = key.dtype;
   p.causal = key.causal;
   p.return_lse = key.lse;
+  if (key.softcap) p.softcap = 3.f;
   return p;
 }
 
@@ -82,6 +84,14 @@ std::string compare_with_reference(const KernelKey& key, int sm_count, const Sel
     std::vector<uint16_t> host(count);
     for (uint16_t& h : host) h = to_half(key.dtype, dist(rng));
     check_cu(driver().cuMemcpyHtoD(buffer->ptr, host.data(), count * 2), "cuMemcpyHtoD (self-check)");
+  }
+  DeviceMemory sinks(key.sinks ? static_cast<size_t>(p.heads_q) * 4 : 4);
+  if (key.sinks) {  // around 0: some rows dominated by their sink, most not
+    std::normal_distribution<float> around(0.f, 3.f);
+    std::vector<float> host(static_cast<size_t>(p.heads_q));
+    for (float& x : host) x = around(rng);
+    check_cu(driver().cuMemcpyHtoD(sinks.ptr, host.data(), host.size() * 4), "cuMemcpyHtoD (self-check)");
+    p.sinks = static_cast<const float*>(sinks.get());
   }
   Stream stream;
   for (const DeviceMemory* out : {&o_candidate, &o_reference, &lse_candidate, &lse_reference})
@@ -146,6 +156,8 @@ std::vector<std::string> child_args(const SelfCheckRequest& r) {
                                 to_string(o.emulation), "--seed", std::to_string(o.emulation_seed)};
   if (c.causal) a.push_back("--causal");
   if (c.lse) a.push_back("--lse");
+  if (c.softcap) a.push_back("--softcap");
+  if (c.sinks) a.push_back("--sinks");
   if (!o.disk_cache) a.push_back("--no-disk-cache");
   if (!o.allow_jit) a.push_back("--no-jit");
   if (!o.cache_dir.empty()) a.insert(a.end(), {"--cache-dir", o.cache_dir});
@@ -253,6 +265,8 @@ int run_self_check_child(const std::vector<std::string>& args) {
       else if (flag == "--qh-per-kv") config.q_heads_per_kv = static_cast<int>(number());
       else if (flag == "--causal") config.causal = true;
       else if (flag == "--lse") config.lse = true;
+      else if (flag == "--softcap") config.softcap = true;
+      else if (flag == "--sinks") config.sinks = true;
       else if (flag == "--fault") options.debug_fault = fault_from_string(value());
       else if (flag == "--emulation") options.emulation = value() == "adversarial" ? Emulation::adversarial : Emulation::strict;
       else if (flag == "--seed") options.emulation_seed = static_cast<unsigned>(number());

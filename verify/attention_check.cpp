@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <iostream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 
@@ -133,6 +134,16 @@ CheckResult check_attention(Attention& attention, Backend expected, const Case& 
   p.dtype = c.dtype;
   p.causal = c.causal;
   p.softmax_scale = c.softmax_scale;
+  p.softcap = c.softcap;
+  std::vector<float> sinks;
+  DeviceBuffer sinks_dev(c.sinks ? static_cast<size_t>(hq) * 4 : 4);
+  if (c.sinks) {
+    std::mt19937_64 rng(seed * 13 + 5);
+    std::normal_distribution<float> around(c.sink_mean, 2.f);
+    for (int64_t h = 0; h < hq; ++h) sinks.push_back(around(rng));
+    sinks_dev.upload(sinks);
+    p.sinks = static_cast<const float*>(sinks_dev.get());
+  }
 
   const Backend selected = attention.plan(p).key.backend;
   if (selected != expected)
@@ -166,7 +177,12 @@ CheckResult check_attention(Attention& attention, Backend expected, const Case& 
   rp.head_dim = c.d, rp.head_dim_v = c.dv, rp.dtype = c.dtype, rp.causal = c.causal;
   rp.scale = c.softmax_scale != 0 ? c.softmax_scale : 1.0f / std::sqrt(static_cast<float>(c.d));  // validate.cpp's default
   rp.q = q.strides, rp.k = k.strides, rp.v = v.strides;
+  rp.softcap = c.softcap;
+  rp.sinks.assign(sinks.begin(), sinks.end());
+  const bool variants = c.softcap > 0 || c.sinks;
   const bool on_cpu = rp.work() <= kCpuReferenceMaxWork;
+  if (variants && !on_cpu)
+    throw std::logic_error(c.name + ": variant cases need the CPU reference; make the case smaller");
   const RefResult ref = on_cpu ? reference_attention_cpu(rp, host[q.buffer].data() + q.offset,
                                                          host[k.buffer].data() + k.offset, host[v.buffer].data() + v.offset)
                                : reference_attention_gpu(rp, device_ptr(q), device_ptr(k), device_ptr(v));

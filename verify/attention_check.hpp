@@ -36,6 +36,9 @@ struct Case {
   float qk_range = 1.f;          // q and k uniform in [-qk_range, qk_range]; v in [-1, 1]
   float softmax_scale = 0.f;     // 0: the library default 1/sqrt(d)
   double min_abs_logit = 0;      // the case must reach at least this max |q.k| (extreme-logit cases)
+  float softcap = 0.f;           // variants (AttentionParams); the CPU reference checks them, so keep such
+  bool sinks = false;            // cases small. Sinks: one logit per q head, normal around sink_mean
+  float sink_mean = 0.f;
 };
 
 inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }  // readable test listings

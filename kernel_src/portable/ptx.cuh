@@ -3,7 +3,14 @@
 // addresses; global operands are generic pointers converted with cvta.to.global.
 #pragma once
 
+#include "common/math.cuh"
+
 namespace fa4p {
+
+using fa4k::exp2_approx;
+using fa4k::log2_approx;
+using fa4k::neg_inf;
+using fa4k::rcp_approx;
 
 typedef unsigned int u32;
 typedef unsigned short u16;
@@ -62,22 +69,7 @@ __device__ __forceinline__ u32 pack_half2(float lo, float hi) {
   return r;
 }
 
-__device__ __forceinline__ float exp2_approx(float x) {  // exp2(-inf) = +0
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ float log2_approx(float x) {
-  float y;
-  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
-__device__ __forceinline__ float rcp_approx(float x) {  // ~1 ulp; no IEEE-division subroutine call
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 __device__ __forceinline__ float shfl_xor(float v, int lane_mask) {
   float r;
@@ -111,7 +103,6 @@ __device__ __forceinline__ u32 launder(u32 x) {
   return x;
 }
 
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
 // One 16-bit element <-> fp32 (round to nearest even).
 template <bool kBf16>

@@ -31,9 +31,7 @@ __device__ __forceinline__ void mask_block(float (&s)[M][N][4], int warp_row0, i
     }
 }
 
-// Softcapping (before the mask): s = cap * tanh(s * softmax_scale / cap), tanh(x) = 1 - 2 / (e^(2x) + 1)
-// through exp2 and rcp: an absolute error of about cap * 1e-7 in the capped score (tanh.approx would give a
-// relative 2^-11, 0.015 at a score of 30). exp2 overflowing to +inf gives cap, underflowing to 0 gives -cap.
+// Softcapping (before the mask), common/math.cuh's softcap_score on every score of the block.
 template <int M, int N>
 __device__ __forceinline__ void softcap_block(float (&s)[M][N][4], float exp2_scale, float cap) {
 #pragma unroll
@@ -41,19 +39,10 @@ __device__ __forceinline__ void softcap_block(float (&s)[M][N][4], float exp2_sc
 #pragma unroll
     for (int nt = 0; nt < N; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[mt][nt][e] = fmaf(-2.f * cap, rcp_approx(exp2_approx(s[mt][nt][e] * exp2_scale) + 1.f), cap);
+      for (int e = 0; e < 4; ++e) s[mt][nt][e] = fa4k::softcap_score(s[mt][nt][e], exp2_scale, cap);
 }
 
-// Attention sinks: the sink's logit joins a finished row's denominator. Returns the row's new LSE (natural
-// log) and scales `o_scale` by exp(lse - new lse); a row without keys (LSE -inf) keeps O = 0 and gets the
-// sink's LSE. A sink of -inf adds nothing (and must not turn -inf - -inf into NaN).
-__device__ __forceinline__ float add_sink(float lse, float sink, float& o_scale) {
-  if (sink == neg_inf()) return lse;
-  const float top = fmaxf(lse, sink);
-  const float with_sink = top + logf(expf(lse - top) + expf(sink - top));
-  o_scale *= expf(lse - with_sink);
-  return with_sink;
-}
+using fa4k::add_sink;
 
 // Online softmax over one block, ending in P packed to 16-bit pairs. Row statistics: row_max is the raw
 // (unscaled) max the probabilities are taken against, row_sum the thread's partial sum of its columns

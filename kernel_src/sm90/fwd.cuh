@@ -19,6 +19,7 @@
 // while the other's wgmmas occupy the tensor cores. Each consumer writes its rows of O into shared memory
 // (over its own rows of Q when the Plan stages O there) and goes on to the next tile.
 #include "common/block_range.h"
+#include "common/math.cuh"
 #include "common/params.h"
 #include "common/ptx.cuh"
 #include "common/smem_layout.h"
@@ -95,11 +96,7 @@ __device__ __forceinline__ void fence_registers(float (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
+using fa4k::exp2_approx;
 
 // ---- shared memory ---------------------------------------------------------------------------------
 struct Barriers {
@@ -280,11 +277,17 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// Online softmax of one block: masks keys >= limit[r] (when `masked`), updates the row max m and the
-// thread's partial row sum l, leaves exp2(S * scale_log2 - m * scale_log2) in s and the factor the
-// previous O must be multiplied by in scale.
+// Online softmax of one block: softcaps the scores (kSoftcap), masks keys >= limit[r] (when `masked`),
+// updates the row max m and the thread's partial row sum l, leaves exp2(S * scale_log2 - m * scale_log2) in
+// s and the factor the previous O must be multiplied by in scale.
 __device__ __forceinline__ void softmax_block(float (&s)[kN / 2], float (&m)[2], float (&l)[2], float (&scale)[2],
-                                              bool masked, int key0, const int (&limit)[2], float scale_log2) {
+                                              bool masked, int key0, const int (&limit)[2],
+                                              const fa4k::AttentionArgs& a) {
+  const float scale_log2 = a.scale_log2;  // with softcap: log2(e), the capped scores carry the scale
+  if constexpr (kSoftcap) {
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) s[i] = fa4k::softcap_score(s[i], a.softcap_exp2, a.softcap_out);
+  }
   const int col0 = key0 + 2 * static_cast<int>(threadIdx.x % 4);
   if (masked) {
 #pragma unroll
@@ -398,7 +401,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     fence_registers(s);
     release(&b.k_empty[ring.index]);
     if (!kOAliasesQ && w.blocks.n_blocks == 1) release(&b.q_empty);  // every QK of this consumer has read Q
-    softmax_block(s, m, l, scale, w.blocks.n_masked > 0, w.blocks.n_first * kN, limit, a.scale_log2);
+    softmax_block(s, m, l, scale, w.blocks.n_masked > 0, w.blocks.n_first * kN, limit, a);
     pack_p(s, p);
     Ring v_pos = ring;  // the V that P multiplies
     ring.advance();
@@ -420,7 +423,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
       fence_registers(s);
       release(&b.k_empty[ring.index]);
       if (!kOAliasesQ && j == w.blocks.n_blocks - 1) release(&b.q_empty);
-      softmax_block(s, m, l, scale, j < w.blocks.n_masked, (w.blocks.n_first - j) * kN, limit, a.scale_log2);
+      softmax_block(s, m, l, scale, j < w.blocks.n_masked, (w.blocks.n_first - j) * kN, limit, a);
       wgmma_wait<0>();
       fence_registers(o);
       release(&b.v_empty[v_pos.index]);
@@ -438,17 +441,20 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     fence_registers(o);
     release(&b.v_empty[v_pos.index]);
 
-    // Epilogue: normalise, LSE, O through swizzled shared memory to a TMA store.
+    // Epilogue: normalise, LSE (with the sink in the denominator), O through swizzled shared memory to a
+    // TMA store.
     float inv[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float sum = quad_sum(l[r]);
       inv[r] = sum > 0.f ? 1.f / sum : 0.f;  // rows that saw no key: O = 0, LSE = -inf
-      if (kWriteLse && lane % 4 == 0 && token[r] < a.seqlen_q) {
+      if constexpr (kWriteLse || kSinks) {
         const int packed_row = w.m_block * kM + row0 + 8 * r;
         const int q_head = kPack > 1 ? w.group * kPack + packed_row % kPack : w.group;
-        a.lse[(static_cast<long long>(w.batch) * a.heads_q + q_head) * a.seqlen_q + token[r]] =
-            sum > 0.f ? (m[r] * a.scale_log2 + __log2f(sum)) * kLn2 : FA4_NEG_INF;
+        float lse = sum > 0.f ? (m[r] * a.scale_log2 + __log2f(sum)) * kLn2 : FA4_NEG_INF;
+        if constexpr (kSinks) lse = fa4k::add_sink(lse, a.sinks[q_head], inv[r]);
+        if (kWriteLse && lane % 4 == 0 && token[r] < a.seqlen_q)
+          a.lse[(static_cast<long long>(w.batch) * a.heads_q + q_head) * a.seqlen_q + token[r]] = lse;
       }
     }
     // This consumer's rows of O: over its own rows of Q (which only its own, complete, QKs read), or in

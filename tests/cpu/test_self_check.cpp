@@ -18,23 +18,27 @@
 namespace fa4 {
 namespace {
 
-std::vector<KernelKey> sm100_keys() {
+// The fast kernels' keys (every configuration, GQA packed or not, and sm90's variants).
+std::vector<KernelKey> fast_kernel_keys() {
   std::vector<KernelKey> keys;
-  for (Backend b : {Backend::sm100, Backend::sm100_emulated})
+  for (Backend b : {Backend::sm100, Backend::sm100_emulated, Backend::sm90})
     for (int qh : {1, 3, 4, 8, 16})
-      for (const KernelConfig& c : supported_configs(b, b == Backend::sm100 ? 100 : 90)) {
-        KernelConfig g = c;
-        g.q_heads_per_kv = qh;
-        keys.push_back(detail::key_for_config(g, g.arch));
-      }
+      for (const KernelConfig& c : supported_configs(b, b == Backend::sm100 ? 100 : 90))
+        for (int variant = 0; variant < (b == Backend::sm90 ? 4 : 1); ++variant) {
+          KernelConfig g = c;
+          g.q_heads_per_kv = qh;
+          g.softcap = variant & 1, g.sinks = variant & 2;
+          keys.push_back(detail::key_for_config(g, g.arch));
+        }
   return keys;
 }
 
 TEST(SelfCheck, ProblemCoversPersistentGridsTailsAndEmptyRowsAndSelectsTheKey) {
   for (int sm_count : {132, 148}) {
-    for (const KernelKey& key : sm100_keys()) {
+    for (const KernelKey& key : fast_kernel_keys()) {
       SCOPED_TRACE(key.name() + " on " + std::to_string(sm_count) + " SMs");
       AttentionParams p = detail::self_check_problem(key, sm_count);
+      if (key.sinks) p.sinks = reinterpret_cast<const float*>(0xb00000000);  // the caller's device logits
       p.q = p.k = p.v = reinterpret_cast<const void*>(0x10000000);
       p.o = reinterpret_cast<void*>(0x900000000);
       p.lse = p.return_lse ? reinterpret_cast<float*>(0xa00000000) : nullptr;

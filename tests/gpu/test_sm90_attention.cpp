@@ -39,6 +39,26 @@ std::vector<Case> sm90_cases() {
     }
   const std::vector<Case> layouts = strided_layout_cases();
   cases.insert(cases.end(), layouts.begin(), layouts.end());
+  // Variants (issue 11): softcapping of extreme logits (|scaled q.k| to ~50 against a cap of 30), sinks that
+  // dominate their rows or not, both together; GQA packed and not; causal rows that see no key (the sink's
+  // LSE); every head dim.
+  for (auto [d, dv] : {std::pair{64, 64}, {96, 96}, {128, 128}, {192, 128}, {256, 256}})
+    for (bool causal : {false, true}) {
+      const std::string tail = dim_name(d, dv) + "_" + mask_name(causal);
+      Case c;
+      c.d = d, c.dv = dv, c.causal = causal, c.heads_q = 8, c.heads_kv = 2;
+      c.shapes = {{200, 190}, {130, 333}};  // d256 at 257 x 190 is past the CPU reference's size
+      c.name = "softcap_extreme_" + tail;
+      c.softcap = 30.f, c.qk_range = 2.5f + 400.f / d;
+      cases.push_back(c);
+      c.softcap = 0.f, c.qk_range = 1.f;
+      c.name = "sinks_dominant_" + tail;
+      c.sinks = true, c.sink_mean = 12.f;
+      cases.push_back(c);
+      c.name = "softcap_sinks_fp16_gqa3_" + tail;
+      c.dtype = DType::fp16, c.softcap = 8.f, c.sink_mean = 0.f, c.heads_q = 6, c.heads_kv = 2;
+      cases.push_back(c);
+    }
   return cases;
 }
 
@@ -51,6 +71,13 @@ std::vector<Case> tile_cases() {
   c.causal = true, c.batch = 1, c.heads_q = 16, c.heads_kv = 4;
   c.shapes = {{4096, 8192}};
   cases.push_back(c);
+  for (bool causal : {false, true}) {  // variants on a persistent grid (160 tiles), small enough for the CPU reference
+    c = Case{};
+    c.name = std::string("variants_persistent_d64_") + mask_name(causal);
+    c.d = c.dv = 64, c.causal = causal, c.heads_q = 80, c.heads_kv = 20, c.softcap = 20.f, c.sinks = true;
+    c.shapes = {{250, 60}};
+    cases.push_back(c);
+  }
   return cases;
 }
 
@@ -92,6 +119,32 @@ TEST(Sm90Selection, AutomaticBackendOnHopper) {
   d32.shapes = {{100, 100}};
   const CheckResult r = check_attention(attention, Backend::portable, d32, d32.shapes.front(), 5);
   EXPECT_TRUE(r.passed) << r.failures;
+}
+
+// The variants through the first-use self-check (a child process compares each with the portable kernel):
+// the check must build the same variant key and pass, so that engines get the sm90 kernel, not a fallback.
+TEST(Sm90Selection, VariantsPassTheirSelfCheck) {
+  FA4_REQUIRE_SM90();
+  PrimaryContext context;
+  TempDir cache;  // no verdict remembered from an earlier run
+  Options o = Options::from_env();
+  o.backend = Backend::automatic;
+  o.self_check = true;
+  if (!o.cache_dir.empty()) o.cache_bundles = {o.cache_dir};
+  o.cache_dir = cache.path();
+  CapturedLog log;
+  Attention attention(o);
+  for (bool causal : {false, true}) {
+    Case c;
+    c.name = std::string("auto_softcap_sinks_") + mask_name(causal);
+    c.causal = causal, c.heads_q = 8, c.heads_kv = 2, c.softcap = 15.f, c.sinks = true;
+    c.shapes = {{300, 200}};
+    const CheckResult r = check_attention(attention, Backend::sm90, c, c.shapes.front(), 5);
+    EXPECT_TRUE(r.passed) << c.name << ": " << r.failures;
+  }
+  const std::string text = log.text();
+  EXPECT_NE(text.find("in a child process"), std::string::npos) << text;
+  EXPECT_EQ(text.find("failed its self-check"), std::string::npos) << text;
 }
 
 }  // namespace

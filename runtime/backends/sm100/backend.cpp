@@ -75,7 +75,7 @@ bool Sm100Backend::supports(const KernelKey& key, std::string* why) const {
   if (!dims_ok)
     return no("head dims (" + std::to_string(key.head_dim) + ", " + std::to_string(key.head_dim_v) +
               ") are not (64,64), (96,96), (128,128) or (192,128); the portable kernel serves them");
-  const std::string gap = dense_prefill_gap(key, "sm100", kTile);
+  const std::string gap = dense_prefill_gap(key, "sm100", kTile, false);
   return gap.empty() || no(gap);
 }
 

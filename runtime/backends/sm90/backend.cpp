@@ -68,7 +68,7 @@ bool Sm90Backend::supports(const KernelKey& key, std::string* why) const {
   if (!dims_ok)
     return no("head dims (" + std::to_string(d) + ", " + std::to_string(dv) +
               ") are not (64,64), (96,96), (128,128), (256,256) or (192,128); the portable kernel serves them");
-  const std::string gap = dense_prefill_gap(key, "sm90", kTileM);
+  const std::string gap = dense_prefill_gap(key, "sm90", kTileM, true);
   return gap.empty() || no(gap);
 }
 
