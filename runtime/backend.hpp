@@ -37,10 +37,10 @@ constexpr int kMaxTmaDescriptors = 4;
 LaunchShape tile_grid(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count);
 
 // What the dense prefill tile kernels (sm90, sm100) leave to the portable ones, beyond their head dims: GQA
-// packs that do not divide their `tile_rows`-row tiles, the combine, the variants the kernel lacks (windows
-// always; softcapping and sinks unless `softcap_and_sinks`), decode and serving shapes. Empty when `backend`
-// (its name, for the reason) can run the key; else why not.
-std::string dense_prefill_gap(const KernelKey& key, const char* backend, int tile_rows, bool softcap_and_sinks);
+// packs that do not divide their `tile_rows`-row tiles, the combine, the variants (windows, softcapping,
+// sinks) unless the kernel has them (`variants`), decode and serving shapes. Empty when `backend` (its name,
+// for the reason) can run the key; else why not.
+std::string dense_prefill_gap(const KernelKey& key, const char* backend, int tile_rows, bool variants);
 
 // The backends (one object each, in their folders).
 const KernelBackend& portable_backend();

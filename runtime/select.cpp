@@ -40,12 +40,12 @@ KernelKey key_of(const KernelBackend& backend, const KernelConfig& config, int d
 
 int KernelBackend::tma_descriptors(const Plan&, const Problem&, CUtensorMap*) const { return 0; }
 
-std::string dense_prefill_gap(const KernelKey& key, const char* backend, int tile_rows, bool softcap_and_sinks) {
+std::string dense_prefill_gap(const KernelKey& key, const char* backend, int tile_rows, bool variants) {
   if (key.gqa_pack < 1 || tile_rows % key.gqa_pack) return "gqa_pack must divide " + std::to_string(tile_rows);
   if (key.op != KernelOp::attention) return "the combine kernel is portable";
-  if (key.window) return "sliding windows run on the portable kernels";
-  if (!softcap_and_sinks && (key.softcap || key.sinks))
-    return std::string("softcapping and attention sinks run on the portable kernels (not yet on ") + backend + ")";
+  if (!variants && (key.window || key.softcap || key.sinks))
+    return std::string("sliding windows, softcapping and attention sinks run on the portable kernels (not yet on ") +
+           backend + ")";
   if (key.decode) return std::string("decode shapes run on the portable decode kernel (the ") + backend + " kernel's tiles have " +
                          std::to_string(tile_rows) + " rows)";
   if (key.varlen || key.paged || key.split)

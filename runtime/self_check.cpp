@@ -45,8 +45,8 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 // Rows and keys with tails, seqlen_q != seqlen_k (causal: the first rows see no key), a q/kv head ratio that
 // selects exactly this key's GQA packing (3, which no kernel packs, for unpacked keys), and enough kv heads
 // for more than twice as many work tiles as the device has multiprocessors: persistent CTAs walk several
-// tiles, non-persistent grids run in several waves. The key's variants: a softcap that bites on these
-// inputs; with sinks the caller points `sinks` at heads_q device logits.
+// tiles, non-persistent grids run in several waves. The key's variants: a window, a softcap that bites on
+// these inputs; with sinks the caller points `sinks` at heads_q device logits.
 AttentionParams self_check_problem(const KernelKey& key, int sm_count) {
   AttentionParams p;
   p.batch = 2;
@@ -65,6 +65,7 @@ AttentionParams self_check_problem(const KernelKey& key, int sm_count) {
   p.causal = key.causal;
   p.return_lse = key.lse;
   if (key.softcap) p.softcap = 3.f;
+  if (key.window) p.window_left = 100, p.window_right = key.causal ? -1 : 30;  // narrower than the keys, wider than a block
   return p;
 }
 
@@ -156,6 +157,7 @@ std::vector<std::string> child_args(const SelfCheckRequest& r) {
                                 to_string(o.emulation), "--seed", std::to_string(o.emulation_seed)};
   if (c.causal) a.push_back("--causal");
   if (c.lse) a.push_back("--lse");
+  if (c.window) a.push_back("--window");
   if (c.softcap) a.push_back("--softcap");
   if (c.sinks) a.push_back("--sinks");
   if (!o.disk_cache) a.push_back("--no-disk-cache");
@@ -265,6 +267,7 @@ int run_self_check_child(const std::vector<std::string>& args) {
       else if (flag == "--qh-per-kv") config.q_heads_per_kv = static_cast<int>(number());
       else if (flag == "--causal") config.causal = true;
       else if (flag == "--lse") config.lse = true;
+      else if (flag == "--window") config.window = true;
       else if (flag == "--softcap") config.softcap = true;
       else if (flag == "--sinks") config.sinks = true;
       else if (flag == "--fault") options.debug_fault = fault_from_string(value());

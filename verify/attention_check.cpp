@@ -135,6 +135,7 @@ CheckResult check_attention(Attention& attention, Backend expected, const Case& 
   p.causal = c.causal;
   p.softmax_scale = c.softmax_scale;
   p.softcap = c.softcap;
+  p.window_left = c.window_left, p.window_right = c.window_right;
   std::vector<float> sinks;
   DeviceBuffer sinks_dev(c.sinks ? static_cast<size_t>(hq) * 4 : 4);
   if (c.sinks) {
@@ -179,7 +180,8 @@ CheckResult check_attention(Attention& attention, Backend expected, const Case& 
   rp.q = q.strides, rp.k = k.strides, rp.v = v.strides;
   rp.softcap = c.softcap;
   rp.sinks.assign(sinks.begin(), sinks.end());
-  const bool variants = c.softcap > 0 || c.sinks;
+  rp.window_left = c.window_left, rp.window_right = c.window_right;  // causal is the reference's own flag
+  const bool variants = c.softcap > 0 || c.sinks || c.window_left >= 0 || c.window_right >= 0;
   const bool on_cpu = rp.work() <= kCpuReferenceMaxWork;
   if (variants && !on_cpu)
     throw std::logic_error(c.name + ": variant cases need the CPU reference; make the case smaller");

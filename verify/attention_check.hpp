@@ -39,6 +39,7 @@ struct Case {
   float softcap = 0.f;           // variants (AttentionParams); the CPU reference checks them, so keep such
   bool sinks = false;            // cases small. Sinks: one logit per q head, normal around sink_mean
   float sink_mean = 0.f;
+  int window_left = -1, window_right = -1;
 };
 
 inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }  // readable test listings

@@ -11,9 +11,10 @@
 namespace fa4k {
 
 struct BlockRange {
-  int n_blocks;  // K/V blocks visited, from block n_first down to n_first - n_blocks + 1
-  int n_first;   // the highest visited block
-  int n_masked;  // the first n_masked visited blocks contain a masked element for some row
+  int n_blocks;      // K/V blocks visited, from block n_first down to n_first - n_blocks + 1
+  int n_first;       // the highest visited block
+  int n_masked;      // the first n_masked visited blocks contain a masked element for some row
+  int n_masked_low;  // ... and so do the last n_masked_low (a window's left edge; 0 without a window)
 };
 
 // Rows [first_row, first_row + rows) of the packed row space (token * pack + head in pack) against K/V
@@ -44,39 +45,8 @@ FA4_BLOCKS_HD BlockRange kv_block_range(int first_row, int rows, int pack, int s
   }
   r.n_masked = r.n_first - first_masked + 1;
   if (r.n_masked < 0) r.n_masked = 0;
+  r.n_masked_low = 0;
   return r;
-}
-
-// The dense tile kernels' (sm90, sm100) work item: tile -> (m block, head group, batch), m blocks fastest so
-// neighbouring tiles share K/V in L2; causal grids reverse them, so each head's longest tiles come first.
-// With `section` > 0, causal tiles go by L2 sections of that many (batch, head group)s instead: within a
-// section, longest first across all of its heads (a balanced tail), heads fastest (their K/V stay in L2
-// together); sections one after another (the last may be smaller). A tile is `rows` packed rows against
-// its K/V blocks.
-struct DenseTile {
-  int m_block, group, batch;
-  BlockRange blocks;
-};
-FA4_BLOCKS_HD DenseTile dense_tile(int tile, int num_m_blocks, int groups, int rows, int pack, int seqlen_q, int seqlen_k,
-                                   int tile_n, bool causal, int section = 0, int batch = 1) {
-  DenseTile t;
-  if (causal && section > 0) {
-    const int first = tile / (num_m_blocks * section) * section;  // the section's first (batch, group)
-    const int left = batch * groups - first;
-    const int heads = left < section ? left : section;             // the last section may be smaller
-    const int in_section = tile - first * num_m_blocks;
-    const int bh = first + in_section % heads;
-    t.m_block = num_m_blocks - 1 - in_section / heads;
-    t.group = bh % groups;
-    t.batch = bh / groups;
-  } else {
-    t.m_block = tile % num_m_blocks;
-    if (causal) t.m_block = num_m_blocks - 1 - t.m_block;
-    t.group = (tile / num_m_blocks) % groups;
-    t.batch = tile / (num_m_blocks * groups);
-  }
-  t.blocks = kv_block_range(t.m_block * rows, rows, pack, seqlen_q, seqlen_k, tile_n, causal);
-  return t;
 }
 
 // The kv head of a dense tile's head group: a packed tile is exactly one kv head's q heads, an unpacked
@@ -125,6 +95,62 @@ FA4_BLOCKS_HD WindowBlocks window_block_range(int first_row, int rows, int pack,
   if (w.interior_end > w.n_end) w.interior_end = w.n_end;
   if (w.interior_end < w.interior_begin) w.interior_end = w.interior_begin;
   return w;
+}
+
+// The tile kernels' visit of a sliding window (causal: right side 0), from window_block_range: the
+// visited blocks from the highest down, the top and the bottom ones that hold a key hidden from some row
+// (masked), the interior between them. A row block that sees no key still visits one fully masked block,
+// so its O = 0 and LSE = -inf come out of the normal path.
+FA4_BLOCKS_HD BlockRange window_kv_block_range(int first_row, int rows, int pack, int seqlen_q, int seqlen_k, int tile_n,
+                                               int left, int right) {
+  const WindowBlocks w = window_block_range(first_row, rows, pack, seqlen_q, seqlen_k, tile_n, left, right);
+  BlockRange r;
+  if (w.n_end <= w.n_begin) {
+    const int total = (seqlen_k + tile_n - 1) / tile_n;
+    r.n_first = w.n_begin < total ? w.n_begin : (total > 0 ? total - 1 : 0);
+    r.n_blocks = 1, r.n_masked = 1, r.n_masked_low = 0;
+    return r;
+  }
+  r.n_first = w.n_end - 1;
+  r.n_blocks = w.n_end - w.n_begin;
+  r.n_masked = w.n_end - w.interior_end;
+  r.n_masked_low = w.interior_begin - w.n_begin;
+  return r;
+}
+
+
+// The dense tile kernels' (sm90, sm100) work item: tile -> (m block, head group, batch), m blocks fastest so
+// neighbouring tiles share K/V in L2; causal grids reverse them, so each head's longest tiles come first.
+// With `section` > 0, causal tiles go by L2 sections of that many (batch, head group)s instead: within a
+// section, longest first across all of its heads (a balanced tail), heads fastest (their K/V stay in L2
+// together); sections one after another (the last may be smaller). A tile is `rows` packed rows against
+// its K/V blocks: window_kv_block_range's with a sliding window, kv_block_range's otherwise.
+struct DenseTile {
+  int m_block, group, batch;
+  BlockRange blocks;
+};
+FA4_BLOCKS_HD DenseTile dense_tile(int tile, int num_m_blocks, int groups, int rows, int pack, int seqlen_q, int seqlen_k,
+                                   int tile_n, bool causal, int section = 0, int batch = 1, bool window = false,
+                                   int left = -1, int right = -1) {
+  DenseTile t;
+  if (causal && section > 0) {
+    const int first = tile / (num_m_blocks * section) * section;  // the section's first (batch, group)
+    const int left = batch * groups - first;
+    const int heads = left < section ? left : section;             // the last section may be smaller
+    const int in_section = tile - first * num_m_blocks;
+    const int bh = first + in_section % heads;
+    t.m_block = num_m_blocks - 1 - in_section / heads;
+    t.group = bh % groups;
+    t.batch = bh / groups;
+  } else {
+    t.m_block = tile % num_m_blocks;
+    if (causal) t.m_block = num_m_blocks - 1 - t.m_block;
+    t.group = (tile / num_m_blocks) % groups;
+    t.batch = tile / (num_m_blocks * groups);
+  }
+  t.blocks = window ? window_kv_block_range(t.m_block * rows, rows, pack, seqlen_q, seqlen_k, tile_n, left, causal ? 0 : right)
+                   : kv_block_range(t.m_block * rows, rows, pack, seqlen_q, seqlen_k, tile_n, causal);
+  return t;
 }
 
 }  // namespace fa4k

@@ -175,7 +175,8 @@ struct TileFeed {
 using Work = fa4k::DenseTile;
 
 __device__ __forceinline__ Work decompose(const fa4k::AttentionArgs& a, int tile) {
-  return fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, kM, kPack, a.seqlen_q, a.seqlen_k, kN, kCausal);
+  return fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, kM, kPack, a.seqlen_q, a.seqlen_k, kN, kCausal, 0, 1,
+                          kWindow, a.window_left, a.window_right);
 }
 
 __device__ __forceinline__ int kv_head_of(const fa4k::AttentionArgs& a, const Work& w) {
@@ -277,11 +278,11 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// Online softmax of one block: softcaps the scores (kSoftcap), masks keys >= limit[r] (when `masked`),
+// Online softmax of one block: softcaps the scores (kSoftcap), masks keys outside [first[r], limit[r]) (when `masked`),
 // updates the row max m and the thread's partial row sum l, leaves exp2(S * scale_log2 - m * scale_log2) in
 // s and the factor the previous O must be multiplied by in scale.
 __device__ __forceinline__ void softmax_block(float (&s)[kN / 2], float (&m)[2], float (&l)[2], float (&scale)[2],
-                                              bool masked, int key0, const int (&limit)[2],
+                                              bool masked, int key0, const int (&first)[2], const int (&limit)[2],
                                               const fa4k::AttentionArgs& a) {
   const float scale_log2 = a.scale_log2;  // with softcap: log2(e), the capped scores carry the scale
   if constexpr (kSoftcap) {
@@ -296,7 +297,7 @@ __device__ __forceinline__ void softmax_block(float (&s)[kN / 2], float (&m)[2],
       for (int r = 0; r < 2; ++r)
 #pragma unroll
         for (int e = 0; e < 2; ++e)
-          if (col0 + 8 * g + e >= limit[r]) s[4 * g + 2 * r + e] = FA4_NEG_INF;
+          if (col0 + 8 * g + e >= limit[r] || (kWindow && col0 + 8 * g + e < first[r])) s[4 * g + 2 * r + e] = FA4_NEG_INF;
   }
   // Max and sum over a row's kN / 4 values in four independent chains (one chain is latency-bound).
   constexpr int kChains = 4;
@@ -378,13 +379,18 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
   if (wg == 1) pass_turn(wg);
   for (int tile = feed.next(b); tile < a.total_tiles; tile = feed.next(b), tile_phase ^= 1) {
     const Work w = decompose(a, tile);
-    // Keys row r may see: c < limit[r] (bottom-right causal alignment and the seqlen_k tail).
-    int token[2], limit[2];
+    // Keys row r may see: first[r] <= c < limit[r] (bottom-right causal and window alignment, the seqlen_k
+    // tail). A block is masked when it is one of the first n_masked or the last n_masked_low visited.
+    int token[2], first[2], limit[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       token[r] = (w.m_block * kM + row0 + 8 * r) / kPack;
-      limit[r] = kCausal ? min(a.seqlen_k, token[r] + a.seqlen_k - a.seqlen_q + 1) : a.seqlen_k;
+      const long long diag = static_cast<long long>(a.seqlen_k) - a.seqlen_q;
+      limit[r] = kCausal || kWindow ? fa4k::visible_last_key(token[r], diag, a.seqlen_k, kWindow ? a.window_right : 0) + 1
+                                    : a.seqlen_k;
+      first[r] = kWindow ? fa4k::visible_first_key(token[r], diag, a.seqlen_k, a.window_left) : 0;
     }
+    const int low_masked_from = w.blocks.n_blocks - w.blocks.n_masked_low;
     float o[kDv / 2], s[kN / 2], m[2] = {FA4_NEG_INF, FA4_NEG_INF}, l[2] = {0.f, 0.f}, scale[2];
     u32 p[kN / 16][4];
 #pragma unroll
@@ -401,7 +407,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     fence_registers(s);
     release(&b.k_empty[ring.index]);
     if (!kOAliasesQ && w.blocks.n_blocks == 1) release(&b.q_empty);  // every QK of this consumer has read Q
-    softmax_block(s, m, l, scale, w.blocks.n_masked > 0, w.blocks.n_first * kN, limit, a);
+    softmax_block(s, m, l, scale, w.blocks.n_masked > 0 || low_masked_from <= 0, w.blocks.n_first * kN, first, limit, a);
     pack_p(s, p);
     Ring v_pos = ring;  // the V that P multiplies
     ring.advance();
@@ -423,7 +429,8 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
       fence_registers(s);
       release(&b.k_empty[ring.index]);
       if (!kOAliasesQ && j == w.blocks.n_blocks - 1) release(&b.q_empty);
-      softmax_block(s, m, l, scale, j < w.blocks.n_masked, (w.blocks.n_first - j) * kN, limit, a);
+      softmax_block(s, m, l, scale, j < w.blocks.n_masked || j >= low_masked_from, (w.blocks.n_first - j) * kN, first,
+                    limit, a);
       wgmma_wait<0>();
       fence_registers(o);
       release(&b.v_empty[v_pos.index]);

@@ -3,6 +3,7 @@
 // holding an element hidden from some valid row. dense_tile's tile orders are permutations.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -87,6 +88,20 @@ TEST(BlockRange, WindowsMatchBruteForce) {
       if (any_visible) EXPECT_TRUE(visited) << "block " << n << " holds a visible key but is skipped";
       if (interior) EXPECT_FALSE(any_hidden) << "block " << n << " is interior but hides a key";
       if (visited && !interior) EXPECT_TRUE(any_hidden || !any_visible) << "block " << n << " is masked needlessly";
+    }
+    // The tile kernels' visit order over the same classes: the highest block first, the top and bottom
+    // boundary blocks masked; one fully masked block when no row sees a key.
+    const fa4k::BlockRange r = fa4k::window_kv_block_range(first_row, rows, pack, sq, sk, tile_n, left, right);
+    if (w.n_end > w.n_begin) {
+      EXPECT_EQ(r.n_first, w.n_end - 1);
+      EXPECT_EQ(r.n_blocks, w.n_end - w.n_begin);
+      EXPECT_EQ(r.n_masked, w.n_end - w.interior_end);
+      EXPECT_EQ(r.n_masked_low, w.interior_begin - w.n_begin);
+    } else {
+      EXPECT_EQ(r.n_blocks, 1);
+      EXPECT_EQ(r.n_masked, 1);
+      EXPECT_GE(r.n_first, 0);
+      EXPECT_LT(r.n_first, std::max(total, 1));
     }
   }
 }

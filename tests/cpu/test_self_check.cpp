@@ -24,10 +24,10 @@ std::vector<KernelKey> fast_kernel_keys() {
   for (Backend b : {Backend::sm100, Backend::sm100_emulated, Backend::sm90})
     for (int qh : {1, 3, 4, 8, 16})
       for (const KernelConfig& c : supported_configs(b, b == Backend::sm100 ? 100 : 90))
-        for (int variant = 0; variant < (b == Backend::sm90 ? 4 : 1); ++variant) {
+        for (int variant = 0; variant < (b == Backend::sm90 ? 8 : 1); ++variant) {
           KernelConfig g = c;
           g.q_heads_per_kv = qh;
-          g.softcap = variant & 1, g.sinks = variant & 2;
+          g.softcap = variant & 1, g.sinks = variant & 2, g.window = variant & 4;
           keys.push_back(detail::key_for_config(g, g.arch));
         }
   return keys;

@@ -23,12 +23,12 @@ std::vector<KernelKey> sm90_keys() {
     c.q_heads_per_kv = ratio;
     keys.push_back(detail::key_for_config(c, 90));
   }
-  for (auto [d, dv] : supported_head_dims())  // softcapping and sinks, each and both, on every head dim it serves
-    for (int variant : {1, 2, 3}) {
+  for (auto [d, dv] : supported_head_dims())  // softcapping, sinks and windows, alone and together, every head dim
+    for (int variant : {1, 2, 4, 7}) {
       KernelConfig c;
       c.backend = Backend::sm90;
       c.head_dim = d, c.head_dim_v = dv, c.causal = variant != 2, c.lse = true;
-      c.softcap = variant & 1, c.sinks = variant & 2;
+      c.softcap = variant & 1, c.sinks = variant & 2, c.window = variant & 4;
       const KernelKey key = detail::key_for_config(c, 90);
       if (detail::supports(key, nullptr)) keys.push_back(key);
     }

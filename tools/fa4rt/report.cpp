@@ -116,7 +116,7 @@ std::string mask_classes(const Plan& plan, const MaskShape& shape) {
   const bool portable = plan.key.backend == Backend::portable;
   const int left = shape.window_left, right = plan.key.causal ? 0 : shape.window_right;
   out << "  s_q " << seqlen_q << ", s_k " << seqlen_k;
-  if (portable && (left >= 0 || right >= 0)) out << ", keys [t + s_k - s_q - " << left << ", t + s_k - s_q + " << right << "] (-1: unbounded)";
+  if ((portable || plan.key.window) && (left >= 0 || right >= 0)) out << ", keys [t + s_k - s_q - " << left << ", t + s_k - s_q + " << right << "] (-1: unbounded)";
   out << ": " << m_blocks << " CTA row block(s) of " << rows << " packed rows x " << total << " K/V block(s) of "
       << plan.tile_n << "\n"
       << "  M = masked (diagonal, window edge or seqlen_k tail: mask code), F = full (no mask code), . = skipped (never loaded)\n";
@@ -124,7 +124,7 @@ std::string mask_classes(const Plan& plan, const MaskShape& shape) {
   for (int m = 0; m < shown; ++m) {
     int visited = 0, masked = 0;
     out << "  m " << std::setw(4) << m << "  ";
-    if (portable) {
+    if (portable || plan.key.window) {  // the tile kernels visit a window's blocks the same way (window_kv_block_range)
       const fa4k::WindowBlocks w =
           fa4k::window_block_range(m * rows, rows, pack, seqlen_q, seqlen_k, plan.tile_n, left, right);
       for (int n = 0; n < total; ++n) {
