@@ -25,8 +25,8 @@ __device__ __forceinline__ void tmem_relinquish_alloc_permit() {
   asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory");
 }
 
-// The issuing thread's forms: one instruction each, from the thread that issues every MMA and commit.
-
+// The issuing thread's forms: one instruction each (the SS and TS operand forms of tcgen05.mma, and the
+// commit), from the thread that issues every MMA and commit.
 __device__ __forceinline__ void mma_f16_ss_issue(u32 d_tmem, u64 a_desc, u64 b_desc, u32 idesc, bool accumulate) {
   asm volatile(
       "{ .reg .pred p; setp.ne.b32 p, %4, 0;"
