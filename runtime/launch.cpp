@@ -147,7 +147,9 @@ void fill_schedule(const Plan& plan, const Problem& problem, fa4k::AttentionArgs
   // Causal tile order by L2 sections: as many (batch, head group)s as keep their K/V within the Plan's bytes.
   args.tile_section = 0;
   if (plan.l2_section_bytes > 0 && p.causal) {
-    const long long kv_bytes = static_cast<long long>(p.seqlen_k) * (plan.key.head_dim + plan.key.head_dim_v) * 2;
+    // K/V bytes per head group: a packed group is one kv head; unpacked q heads share theirs.
+    const long long kv_bytes = static_cast<long long>(p.seqlen_k) * (plan.key.head_dim + plan.key.head_dim_v) * 2 /
+                               (pack > 1 ? 1 : std::max<long long>(1, p.heads_q / std::max<long long>(1, p.heads_kv)));
     const long long heads = (p.heads_q / pack) * p.batch;
     args.tile_section = static_cast<int>(std::min(heads, std::max(1LL, plan.l2_section_bytes / std::max(1LL, kv_bytes))));
   }

@@ -123,7 +123,8 @@ FA4_BLOCKS_HD BlockRange window_kv_block_range(int first_row, int rows, int pack
 // neighbouring tiles share K/V in L2; causal grids reverse them, so each head's longest tiles come first.
 // With `section` > 0, causal tiles go by L2 sections of that many (batch, head group)s instead: within a
 // section, longest first across all of its heads (a balanced tail), heads fastest (their K/V stay in L2
-// together); sections one after another (the last may be smaller). A tile is `rows` packed rows against
+// together); sections one after another (the last may be smaller; `batch` must then be the real batch). A
+// tile is `rows` packed rows against
 // its K/V blocks: window_kv_block_range's with a sliding window, kv_block_range's otherwise.
 struct DenseTile {
   int m_block, group, batch;
@@ -135,8 +136,8 @@ FA4_BLOCKS_HD DenseTile dense_tile(int tile, int num_m_blocks, int groups, int r
   DenseTile t;
   if (causal && section > 0) {
     const int first = tile / (num_m_blocks * section) * section;  // the section's first (batch, group)
-    const int left = batch * groups - first;
-    const int heads = left < section ? left : section;             // the last section may be smaller
+    const int remaining = batch * groups - first;
+    const int heads = remaining < section ? remaining : section;   // the last section may be smaller
     const int in_section = tile - first * num_m_blocks;
     const int bh = first + in_section % heads;
     t.m_block = num_m_blocks - 1 - in_section / heads;

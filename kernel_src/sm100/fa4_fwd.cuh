@@ -54,7 +54,8 @@ __device__ __noinline__ void report_deadlock(const char* what, u32 parity) {
          blockIdx.x, threadIdx.x / 32, threadIdx.x % 32, kWaitTimeoutMs, what, parity);
 }
 
-// Every wait of the kernel: a whole warp waits for a barrier phase. A wait that outlasts the Plan's watchdog
+// Every wait of the kernel: a whole warp (or, on hardware, the Mma role's one thread) waits for a barrier
+// phase. A wait that outlasts the Plan's watchdog
 // traps (a hang becomes an error); emulated builds name the barrier first. Hardware builds make no call
 // here: a call would make the register-heavy roles spill around it.
 // Hardware waits sleep in the try-wait (suspend-time hint) rather than spin: waiting warps leave the issue
@@ -90,7 +91,8 @@ __device__ __forceinline__ void wait(u64* bar, u32 parity, const char* what) {
   tcgen05_thread_waited();
   // Callers are whole warps (reconverged at the loop's exit), or on hardware the Mma role's one thread.
   // Emulated builds also reconverge with a __syncwarp (the emulator's collectives expect it); on hardware
-  // it would cost a divergence check per wait.
+  // it would cost a divergence check per wait, and the .sync.aligned tcgen05.ld that follows relies on the
+  // compiler's reconvergence at the loop exit instead (a hardware-only assumption: no emulated test sees it).
   if constexpr (kEmulated) __syncwarp();
 }
 
@@ -205,11 +207,18 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
       }
     }
   }
+  // Producer tail: wait until the MMA warp's commits have released every slot and Q buffer, so that no
+  // commit arrival lands in shared memory after the CTA has exited.
+  for (int i = 0; i < kKvStages; ++i) {
+    wait(&b.kv_empty[ring.index], ring.phase ^ 1, "kv_empty(exit)");
+    ring.advance();
+  }
+  for (int s = 0; s < 2; ++s) wait(&b.q_empty[s], tile_phase ^ 1, "q_empty(exit)");
 }
 
 // ---- Mma warp ----------------------------------------------------------------------------------------
-// On hardware one thread (lane 0) runs this role: its waits, every MMA and every commit (so the commits
-// track its MMAs), with no warp-level elect or convergence bookkeeping. The emulator's MMAs are
+// On hardware one thread (the lane elect.sync picks once) runs this role: its waits, every MMA and every
+// commit (so the commits track its MMAs), with no warp-level elect or convergence bookkeeping. The emulator's MMAs are
 // warp-collective, so emulated builds run it on the whole warp. Descriptors are built once, and a K/V slot
 // or k-step moves only their start field.
 constexpr u32 kIdescQk = make_idesc_f16(kM, kN, kBf16 ? Format::bf16 : Format::f16, Major::K, Major::K);
@@ -220,8 +229,6 @@ constexpr u32 kIdescPv = make_idesc_f16(kM, kDv, kBf16 ? Format::bf16 : Format::
 __device__ __forceinline__ u64 desc_advance(u64 desc, u32 bytes) { return desc + (bytes >> 4); }
 // The same by a signed distance (a multiple of 16 bytes; the result is a valid shared-memory address).
 __device__ __forceinline__ u64 desc_move(u64 desc, int bytes) { return desc + static_cast<u64>(static_cast<long long>(bytes / 16)); }
-
-
 
 struct MmaOperands {
   u64 k0;   // ring slot 0 read as K (K-major), k-step 0
@@ -281,9 +288,8 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
     // Prologue: S for block 0 of both tiles.
     wait(&b.kv_full[ring.index], ring.phase, "kv_full(K)");
     tcgen05_fence_after_thread_sync();
-    if (tile != static_cast<int>(blockIdx.x))
-      for (int s = 0; s < 2; ++s) await_pv(s);  // the previous tile's last PV_s read P_s
     for (int s = 0; s < 2; ++s) {
+      if (tile != static_cast<int>(blockIdx.x)) await_pv(s);  // the previous tile's last PV_s read P_s
       op.qk(s, ring.index);
       mma_commit_issue(&b.s_full[s]);
     }
@@ -331,7 +337,8 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
       }
     }
   }
-  // Leave no PvDone arrival in flight when the CTA exits.
+  // Leave no PvDone arrival in flight when the CTA exits (there are none where P has columns of its own; the
+  // Load warp drains the KvEmpty and QEmpty arrivals, the other roles wait for theirs).
   if (static_cast<int>(blockIdx.x) < a.total_tiles)
     for (int s = 0; s < 2; ++s) await_pv(s);
 }
@@ -390,7 +397,9 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
       }
       row_max = new_max;
       // No wait for the mailbox: correction read block j-1's value before its PvReady(j-1), which PV(j-1)
-      // waited for, and S_j, which this thread has seen, was committed after that PV.
+      // waited for, and S_j, which this thread has seen, was committed after that PV. (Correction consumes
+      // the value before that arrive, in __any_sync; a read not consumed before it would need an empty
+      // barrier again: the PTX ISA does not say a commit's arrive orders the loads behind it.)
       sm.stats(s, 0)[row] = acc_scale;
       // Correction rescales O on this signal, trusting PV(j-1) complete because this thread saw S_j: the
       // fence carries that completion (acquired at s_full) across the relay.
