@@ -118,14 +118,13 @@ FA4_BLOCKS_HD BlockRange window_kv_block_range(int first_row, int rows, int pack
   return r;
 }
 
-
 // The dense tile kernels' (sm90, sm100) work item: tile -> (m block, head group, batch), m blocks fastest so
 // neighbouring tiles share K/V in L2; causal grids reverse them, so each head's longest tiles come first.
 // With `section` > 0, causal tiles go by L2 sections of that many (batch, head group)s instead: within a
 // section, longest first across all of its heads (a balanced tail), heads fastest (their K/V stay in L2
-// together); sections one after another (the last may be smaller; `batch` must then be the real batch). A
-// tile is `rows` packed rows against
-// its K/V blocks: window_kv_block_range's with a sliding window, kv_block_range's otherwise.
+// together); sections one after another (the last may be smaller; `batch` must then be the real batch).
+// A tile is `rows` packed rows against its K/V blocks: window_kv_block_range's with a sliding window,
+// kv_block_range's otherwise.
 struct DenseTile {
   int m_block, group, batch;
   BlockRange blocks;
