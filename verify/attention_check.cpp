@@ -335,6 +335,52 @@ std::vector<Case> persistent_tile_cases(const HeadDims& dims) {
   return cases;
 }
 
+std::vector<Case> variant_cases(const HeadDims& dims) {
+  std::vector<Case> cases;
+  for (auto [d, dv] : dims)
+    for (bool causal : {false, true}) {
+      const std::string tail = dim_name(d, dv) + "_" + mask_name(causal);
+      Case c;
+      c.d = d, c.dv = dv, c.causal = causal, c.heads_q = 8, c.heads_kv = 2;
+      c.shapes = {{200, 190}, {130, 333}};  // d256 at 257 x 190 is past the CPU reference's size
+      c.name = "softcap_extreme_" + tail;
+      c.softcap = 30.f, c.qk_range = 2.5f + 400.f / d;  // |scaled q.k| to ~50
+      cases.push_back(c);
+      c.softcap = 0.f, c.qk_range = 1.f;
+      c.name = "sinks_dominant_" + tail;
+      c.sinks = true, c.sink_mean = 12.f;
+      cases.push_back(c);
+      c.name = "softcap_sinks_fp16_gqa3_" + tail;
+      c.dtype = DType::fp16, c.softcap = 8.f, c.sink_mean = 0.f, c.heads_q = 6, c.heads_kv = 2;
+      cases.push_back(c);
+      // Windows narrower than a block (skipped, interior and both edges' blocks; causal: the rows before the
+      // diagonal see no key), and with every variant at once.
+      c = Case{};
+      c.d = d, c.dv = dv, c.causal = causal, c.heads_q = 8, c.heads_kv = 2;
+      c.shapes = {{200, 190}, {130, 333}};
+      c.name = "window_narrow_" + tail;
+      c.window_left = 37, c.window_right = causal ? -1 : 5;
+      cases.push_back(c);
+      c.name = "window_softcap_sinks_" + tail;
+      c.window_left = 150, c.softcap = 20.f, c.sinks = true;
+      cases.push_back(c);
+    }
+  for (bool causal : {false, true}) {
+    Case c;
+    c.name = std::string("window_wide_left_d64_") + mask_name(causal);
+    c.d = c.dv = 64, c.causal = causal, c.heads_q = 2, c.heads_kv = 1, c.window_left = 500;
+    c.shapes = {{700, 900}, {900, 700}};
+    cases.push_back(c);
+    c = Case{};
+    c.name = std::string("variants_persistent_d64_") + mask_name(causal);
+    c.d = c.dv = 64, c.causal = causal, c.heads_q = 80, c.heads_kv = 20, c.softcap = 20.f, c.sinks = true;
+    c.window_left = 40;
+    c.shapes = {{250, 60}};
+    cases.push_back(c);
+  }
+  return cases;
+}
+
 std::vector<Case> strided_layout_cases() {
   std::vector<Case> cases;
   Case c;

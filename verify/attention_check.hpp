@@ -66,6 +66,11 @@ std::vector<Case> extreme_logit_cases();
 // they do not) on problems with more tiles than an H200 has SMs, tails on both sequence lengths: batch 2,
 // 8 kv heads, 600/700 tokens (144-160 tiles of 256 rows, twice that of 128).
 std::vector<Case> persistent_tile_cases(const HeadDims& dims);
+// The variants (small enough for the CPU reference), causal and full, per head dim: softcapping of scaled
+// logits past the cap, sinks that dominate their rows, both with fp16 and GQA 3, a window narrower than a
+// block, a window with every variant; plus, at d64, windows wider than several blocks (left side only)
+// and all three variants on a persistent grid (160 tiles).
+std::vector<Case> variant_cases(const HeadDims& dims);
 // Strided layouts on small problems with tails, LSE off once: packed qkv, head-major, padded rows.
 std::vector<Case> strided_layout_cases();
 

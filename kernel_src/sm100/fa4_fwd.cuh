@@ -9,6 +9,7 @@
 //   12 Mma (owns TMEM), 13 Epilogue (TMA store), 14 Load (TMA loads), 15 spare
 // Per KV block j and tile s:  S_s = Q_s K_j^T -> softmax_s -> P_s (over S_s) ; O_s = O_s * acc + P_s V_j.
 #include "common/block_range.h"
+#include "common/math.cuh"
 #include "common/params.h"
 #include "common/ptx.cuh"
 #include "sm100/tcgen05.cuh"
@@ -142,7 +143,7 @@ struct Smem {
   __device__ char* o(int s) const { return base + kSmemOOffset + s * kSmemOStride; }  // inside q(s) when aliased
   __device__ char* slot(int i) const { return base + kSmemKVOffset + i * kSmemKVStride; }
   __device__ Barriers& bars() const { return *reinterpret_cast<Barriers*>(base + kSmemBarsOffset); }
-  // Mailbox, per tile and row: [0] acc_scale of each block, [1] the final row_sum.
+  // Mailbox, per tile and row: [0] acc_scale of each block, [1] the tile's O normalisation factor.
   __device__ float* stats(int s, int which) const {
     return reinterpret_cast<float*>(base + kSmemStatsOffset) + (s * 2 + which) * kM;
   }
@@ -164,7 +165,7 @@ using Work = fa4k::DenseTile;
 
 __device__ __forceinline__ Work decompose(const fa4k::AttentionArgs& a, int tile) {
   return fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, 2 * kM, kPack, a.seqlen_q, a.seqlen_k, kN, kCausal,
-                          a.tile_section, a.batch);
+                          a.tile_section, a.batch, kWindow, a.window_left, a.window_right);
 }
 
 __device__ __forceinline__ int kv_head_of(const fa4k::AttentionArgs& a, const Work& w) {
@@ -356,8 +357,13 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
     const Work w = decompose(a, tile);
     const int packed_row = (w.m_block * 2 + s) * kM + row;  // packed row -> (token, q head)
     const int token = packed_row / kPack;
-    // Keys this row may see: c < limit (bottom-right causal alignment and the seqlen_k tail).
-    const int limit = kCausal ? min(a.seqlen_k, token + a.seqlen_k - a.seqlen_q + 1) : a.seqlen_k;
+    // Keys this row may see: first <= c < limit (bottom-right causal and window alignment, the seqlen_k
+    // tail). A block is masked when it is one of the first n_masked or the last n_masked_low visited.
+    const long long diag = static_cast<long long>(a.seqlen_k) - a.seqlen_q;
+    const int limit = kCausal || kWindow ? fa4k::visible_last_key(token, diag, a.seqlen_k, kWindow ? a.window_right : 0) + 1
+                                         : a.seqlen_k;
+    const int first = kWindow ? fa4k::visible_first_key(token, diag, a.seqlen_k, a.window_left) : 0;
+    const int low_masked_from = w.blocks.n_blocks - w.blocks.n_masked_low;
     float row_max = FA4_NEG_INF, row_sum = 0.f;
     for (int j = 0; j < w.blocks.n_blocks; ++j) {
       const int n = w.blocks.n_first - j;
@@ -375,11 +381,15 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
         for (int i = 0; i < 32; ++i) x[c + i] = __uint_as_float(raw[i]);
         if (kFault == Fault::skip_wait_ld) tmem_wait_ld();  // the defect: registers used before the wait
       }
-      if (j < w.blocks.n_masked) {
-        const int valid = limit - n * kN;  // columns [0, valid) of this block are visible
+      if constexpr (kSoftcap) {  // before the mask; the capped scores carry the scale (scale_log2 = log2 e)
+#pragma unroll
+        for (int c = 0; c < kN; ++c) x[c] = fa4k::softcap_score(x[c], a.softcap_exp2, a.softcap_out);
+      }
+      if (j < w.blocks.n_masked || j >= low_masked_from) {
+        const int valid = limit - n * kN, valid_from = first - n * kN;  // columns [valid_from, valid) are visible
 #pragma unroll
         for (int c = 0; c < kN; ++c)
-          if (c >= valid) x[c] = FA4_NEG_INF;
+          if (c >= valid || (kWindow && c < valid_from)) x[c] = FA4_NEG_INF;
       }
       float block_max = x[0];
 #pragma unroll
@@ -438,17 +448,19 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
       if (threadIdx.x % 32 == 0) signal(&b.pv_ready[s]);
     }
     if (kFault == Fault::skip_wait_st) tmem_wait_st();
-    // Final round: row_sum to correction, in a slot of its own (correction may not have read the last
-    // block's acc_scale yet), once it has read the previous tile's; the LSE straight to memory. Rows past
-    // seqlen_q are computed but neither stored nor logged.
+    // Final round: the factor O is normalised by (1 / row_sum; with a sink in the denominator, less) to
+    // correction, in a slot of its own (correction may not have read the last block's acc_scale yet), once it
+    // has read the previous tile's; the LSE straight to memory. Rows that saw no key: O = 0 and LSE = -inf
+    // (the sink's with sinks). Rows past seqlen_q are computed but neither stored nor logged.
+    float o_factor = row_sum > 0.f ? 1.f / row_sum : 0.f;
+    const int q_head = kPack > 1 ? w.group * kPack + packed_row % kPack : w.group;
+    float lse = row_sum > 0.f ? (row_max * scale_log2 + __log2f(row_sum)) * kLn2 : FA4_NEG_INF;
+    if constexpr (kSinks) lse = fa4k::add_sink(lse, a.sinks[q_head], o_factor);
     wait(&b.final_empty[s], tile_phase ^ 1, "final_empty");
-    sm.stats(s, 1)[row] = row_sum;
+    sm.stats(s, 1)[row] = o_factor;
     signal(&b.final_full[s]);
-    if (kWriteLse && token < a.seqlen_q) {
-      const int q_head = kPack > 1 ? w.group * kPack + packed_row % kPack : w.group;
-      a.lse[(static_cast<long long>(w.batch) * a.heads_q + q_head) * a.seqlen_q + token] =
-          row_sum > 0.f ? (row_max * scale_log2 + __log2f(row_sum)) * kLn2 : FA4_NEG_INF;
-    }
+    if (kWriteLse && token < a.seqlen_q)
+      a.lse[(static_cast<long long>(w.batch) * a.heads_q + q_head) * a.seqlen_q + token] = lse;
   }
 }
 
@@ -494,13 +506,11 @@ __device__ void correction_role(const fa4k::AttentionArgs& a, const Smem& sm, u3
       }
     for (int s = 0; s < 2; ++s) {
       wait(&b.final_full[s], tile_phase, "final_full");
-      const float row_sum = sm.stats(s, 1)[row];
+      const float inv = sm.stats(s, 1)[row];  // 1 / row_sum, or less with a sink; 0 for rows that saw no key
       signal(&b.final_empty[s]);
       wait(&b.o_full[s], tile_phase, "o_full");
       wait(&b.o_free[s], tile_phase ^ 1, "o_free");
       tcgen05_fence_after_thread_sync();
-
-      const float inv = row_sum > 0.f ? 1.f / row_sum : 0.f;  // rows that saw no key: O = 0
 
       const u32 o_addr = tmem + lane_base + (s ? kTmemO1Col : kTmemO0Col);
       char* o_tile = sm.o(s);

@@ -18,13 +18,13 @@
 namespace fa4 {
 namespace {
 
-// The fast kernels' keys (every configuration, GQA packed or not, and sm90's variants).
+// The fast kernels' keys (every configuration, GQA packed or not, with and without each variant).
 std::vector<KernelKey> fast_kernel_keys() {
   std::vector<KernelKey> keys;
   for (Backend b : {Backend::sm100, Backend::sm100_emulated, Backend::sm90})
     for (int qh : {1, 3, 4, 8, 16})
       for (const KernelConfig& c : supported_configs(b, b == Backend::sm100 ? 100 : 90))
-        for (int variant = 0; variant < (b == Backend::sm90 ? 8 : 1); ++variant) {
+        for (int variant = 0; variant < 8; ++variant) {
           KernelConfig g = c;
           g.q_heads_per_kv = qh;
           g.softcap = variant & 1, g.sinks = variant & 2, g.window = variant & 4;

@@ -24,6 +24,16 @@ std::vector<KernelKey> sm100_keys(Backend backend) {
     c.q_heads_per_kv = ratio;
     keys.push_back(detail::key_for_config(c, arch));
   }
+  // Softcapping, sinks and windows, alone and together, on every head dim it serves.
+  for (auto [d, dv] : supported_head_dims())
+    for (int variant : {1, 2, 4, 7}) {
+      KernelConfig c;
+      c.backend = backend;
+      c.head_dim = d, c.head_dim_v = dv, c.causal = variant != 2, c.lse = true;
+      c.softcap = variant & 1, c.sinks = variant & 2, c.window = variant & 4;
+      const KernelKey key = detail::key_for_config(c, arch);
+      if (detail::supports(key, nullptr)) keys.push_back(key);
+    }
   return keys;
 }
 

@@ -51,6 +51,8 @@ std::vector<Case> emulated_cases() {
   }
   const std::vector<Case> layouts = strided_layout_cases();  // LSE off; strided layouts
   cases.insert(cases.end(), layouts.begin(), layouts.end());
+  const std::vector<Case> variants = variant_cases({{64, 64}, {96, 96}, {128, 128}, {192, 128}});  // issue 11
+  cases.insert(cases.end(), variants.begin(), variants.end());
   return cases;
 }
 

@@ -39,44 +39,9 @@ std::vector<Case> sm90_cases() {
     }
   const std::vector<Case> layouts = strided_layout_cases();
   cases.insert(cases.end(), layouts.begin(), layouts.end());
-  // Variants (issue 11): softcapping of extreme logits (|scaled q.k| to ~50 against a cap of 30), sinks that
-  // dominate their rows or not, both together; GQA packed and not; causal rows that see no key (the sink's
-  // LSE); every head dim.
-  for (auto [d, dv] : {std::pair{64, 64}, {96, 96}, {128, 128}, {192, 128}, {256, 256}})
-    for (bool causal : {false, true}) {
-      const std::string tail = dim_name(d, dv) + "_" + mask_name(causal);
-      Case c;
-      c.d = d, c.dv = dv, c.causal = causal, c.heads_q = 8, c.heads_kv = 2;
-      c.shapes = {{200, 190}, {130, 333}};  // d256 at 257 x 190 is past the CPU reference's size
-      c.name = "softcap_extreme_" + tail;
-      c.softcap = 30.f, c.qk_range = 2.5f + 400.f / d;
-      cases.push_back(c);
-      c.softcap = 0.f, c.qk_range = 1.f;
-      c.name = "sinks_dominant_" + tail;
-      c.sinks = true, c.sink_mean = 12.f;
-      cases.push_back(c);
-      c.name = "softcap_sinks_fp16_gqa3_" + tail;
-      c.dtype = DType::fp16, c.softcap = 8.f, c.sink_mean = 0.f, c.heads_q = 6, c.heads_kv = 2;
-      cases.push_back(c);
-      // Windows narrower than a block (skipped, interior and both edges' blocks; causal: the rows before the
-      // diagonal see no key), and with every variant at once.
-      c = Case{};
-      c.d = d, c.dv = dv, c.causal = causal, c.heads_q = 8, c.heads_kv = 2;
-      c.shapes = {{200, 190}, {130, 333}};
-      c.name = "window_narrow_" + tail;
-      c.window_left = 37, c.window_right = causal ? -1 : 5;
-      cases.push_back(c);
-      c.name = "window_softcap_sinks_" + tail;
-      c.window_left = 150, c.softcap = 20.f, c.sinks = true;
-      cases.push_back(c);
-    }
-  for (bool causal : {false, true}) {  // a window wider than a block, left side only, with tails
-    Case c;
-    c.name = std::string("window_wide_left_d64_") + mask_name(causal);
-    c.d = c.dv = 64, c.causal = causal, c.heads_q = 2, c.heads_kv = 1, c.window_left = 500;
-    c.shapes = {{700, 900}, {900, 700}};
-    cases.push_back(c);
-  }
+  // Variants (issue 11), every head dim, and on a persistent grid.
+  const std::vector<Case> variants = variant_cases({{64, 64}, {96, 96}, {128, 128}, {192, 128}, {256, 256}});
+  cases.insert(cases.end(), variants.begin(), variants.end());
   return cases;
 }
 
@@ -89,14 +54,6 @@ std::vector<Case> tile_cases() {
   c.causal = true, c.batch = 1, c.heads_q = 16, c.heads_kv = 4;
   c.shapes = {{4096, 8192}};
   cases.push_back(c);
-  for (bool causal : {false, true}) {  // variants on a persistent grid (160 tiles), small enough for the CPU reference
-    c = Case{};
-    c.name = std::string("variants_persistent_d64_") + mask_name(causal);
-    c.d = c.dv = 64, c.causal = causal, c.heads_q = 80, c.heads_kv = 20, c.softcap = 20.f, c.sinks = true;
-    c.window_left = 40;
-    c.shapes = {{250, 60}};
-    cases.push_back(c);
-  }
   return cases;
 }
 

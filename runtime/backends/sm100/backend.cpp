@@ -25,8 +25,11 @@ struct Registers {
 };
 // setmaxnreg budgets per thread (they must use exactly the 64K registers). At dv <= 64 the correction's
 // O rows and the MMA warp's descriptors are small, so softmax gets 200 (FA4's d64 split); at larger dv
-// the correction (O staging) and MMA warp (causal bookkeeping) need 72 and 56 to stay free of spills.
-Registers registers_for(int dv) { return dv <= 64 ? Registers{200, 64, 48} : Registers{192, 72, 56}; }
+// the correction (O staging) and MMA warp (causal bookkeeping) need 72 and 56 to stay free of spills, and
+// so do the 48-register roles when they walk a window's block ranges.
+Registers registers_for(int dv, bool window) {
+  return dv <= 64 && !window ? Registers{200, 64, 48} : Registers{192, 72, 56};
+}
 
 // Q heads per kv head that one tile packs: all of them when they divide the 128-row tile.
 int gqa_pack(int q_heads_per_kv) { return q_heads_per_kv > 1 && kTile % q_heads_per_kv == 0 ? q_heads_per_kv : 1; }
@@ -75,7 +78,7 @@ bool Sm100Backend::supports(const KernelKey& key, std::string* why) const {
   if (!dims_ok)
     return no("head dims (" + std::to_string(key.head_dim) + ", " + std::to_string(key.head_dim_v) +
               ") are not (64,64), (96,96), (128,128) or (192,128); the portable kernel serves them");
-  const std::string gap = dense_prefill_gap(key, "sm100", kTile, false);
+  const std::string gap = dense_prefill_gap(key, "sm100", kTile, true);
   return gap.empty() || no(gap);
 }
 
@@ -152,7 +155,7 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
     add("O", o_bytes, o_tile_bytes, "2 O tiles of 128 rows x dv for the TMA store, same box layout as Q");
   }
   add("Bars", barrier_bytes(stages), 0, "mbarriers (see the barrier list)", 16);
-  add("Stats", stats_bytes, 0, "mailbox: per tile and row, [acc_scale of the block, row_sum of the tile]", 16);
+  add("Stats", stats_bytes, 0, "mailbox: per tile and row, [acc_scale of the block, the tile's O normalisation factor]", 16);
   add("TmemAddr", 16, 0, "TMEM base address written by tcgen05.alloc", 16);
   p.smem_bytes = round_up(offset, 16);
 
@@ -179,7 +182,7 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
       {"O1", 2 * kTile + dv, dv, "as O0, for tile 1"},
   };
 
-  const Registers r = registers_for(dv);
+  const Registers r = registers_for(dv, key.window);
   p.roles = {
       {"Softmax0", 0, 4, r.softmax, "S0 from TMEM, mask, row max, lazy rescale, exp2, P0 to TMEM, row sum, LSE"},
       {"Softmax1", 4, 4, r.softmax, "the same for Q tile 1 (ping-pong with Softmax0)"},
@@ -204,8 +207,8 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
       {"StatsFull", kQTiles, kTile, false, "Softmax", "Correction",
        "acc_scale of the block in the mailbox; no empty barrier: softmax rewrites it only after S of the next block, "
        "committed after a PV that waited for correction's PvReady, which follows its read"},
-      {"FinalFull", kQTiles, kTile, false, "Softmax", "Correction", "the tile's row_sum in the mailbox's second slot"},
-      {"FinalEmpty", kQTiles, kTile, false, "Correction", "Softmax", "row_sum read"},
+      {"FinalFull", kQTiles, kTile, false, "Softmax", "Correction", "the tile's O factor (1 / row_sum, with a sink less) in the mailbox's second slot"},
+      {"FinalEmpty", kQTiles, kTile, false, "Correction", "Softmax", "O factor read"},
       {"OFull", kQTiles, 1, false, "Mma", "Correction", "commit after the tile's last PV"},
       {"OStaged", kQTiles, kTile, false, "Correction", "Epilogue", "normalised O in swizzled smem (after fence.proxy.async)"},
       {"OFree", kQTiles, 1, false, "Epilogue", "Correction", "TMA store has read the O buffer"},
