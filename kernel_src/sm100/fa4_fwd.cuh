@@ -7,7 +7,8 @@
 //   0-3 Softmax0, 4-7 Softmax1: thread t owns row t of its tile (TMEM lane t)
 //   8-11 Correction: row t of both tiles' O accumulators
 //   12 Mma (owns TMEM), 13 Epilogue (TMA store), 14 Load (TMA loads), 15 spare
-// Per KV block j and tile s:  S_s = Q_s K_j^T -> softmax_s -> P_s (over S_s) ; O_s = O_s * acc + P_s V_j.
+// Per KV block j and tile s:  S_s = Q_s K_j^T -> softmax_s -> P_s (over S_s; at dv <= 64 in columns of its
+// own) ; O_s = O_s * acc + P_s V_j. Variants (window, softcap, sinks) where the key has them.
 #include "common/block_range.h"
 #include "common/math.cuh"
 #include "common/params.h"
