@@ -6,7 +6,9 @@
 
 #include <cuda.h>
 
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "fa4/fa4.hpp"
 #include "runtime/problem.hpp"
@@ -36,11 +38,11 @@ constexpr int kMaxTmaDescriptors = 4;
 // (at most one per tile) walking the tiles with a static stride.
 LaunchShape tile_grid(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count);
 
-// What the dense prefill tile kernels (sm90, sm100) leave to the portable ones, beyond their head dims: GQA
-// packs that do not divide their `tile_rows`-row tiles, the combine, the variants (windows, softcapping,
-// sinks) unless the kernel has them (`variants`), decode and serving shapes. Empty when `backend` (its name,
-// for the reason) can run the key; else why not.
-std::string dense_prefill_gap(const KernelKey& key, const char* backend, int tile_rows, bool variants);
+// What the dense prefill tile kernels (sm90, sm100) leave to the portable ones: head dims outside `served`,
+// GQA packs that do not divide their `tile_rows`-row tiles, the combine, decode and serving shapes. Empty
+// when `backend` (its name, for the reason) can run the key; else why not.
+std::string dense_prefill_gap(const KernelKey& key, const char* backend, int tile_rows,
+                              std::initializer_list<std::pair<int, int>> served);
 
 // The backends (one object each, in their folders).
 const KernelBackend& portable_backend();

@@ -40,12 +40,19 @@ KernelKey key_of(const KernelBackend& backend, const KernelConfig& config, int d
 
 int KernelBackend::tma_descriptors(const Plan&, const Problem&, CUtensorMap*) const { return 0; }
 
-std::string dense_prefill_gap(const KernelKey& key, const char* backend, int tile_rows, bool variants) {
+std::string dense_prefill_gap(const KernelKey& key, const char* backend, int tile_rows,
+                              std::initializer_list<std::pair<int, int>> served) {
+  bool dims_ok = false;
+  std::string listed;
+  for (auto [d, dv] : served) {
+    dims_ok |= key.head_dim == d && key.head_dim_v == dv;
+    listed += std::string(listed.empty() ? "" : ", ") + "(" + std::to_string(d) + "," + std::to_string(dv) + ")";
+  }
+  if (!dims_ok)
+    return "head dims (" + std::to_string(key.head_dim) + ", " + std::to_string(key.head_dim_v) + ") are not " +
+           listed + "; the portable kernel serves them";
   if (key.gqa_pack < 1 || tile_rows % key.gqa_pack) return "gqa_pack must divide " + std::to_string(tile_rows);
   if (key.op != KernelOp::attention) return "the combine kernel is portable";
-  if (!variants && (key.window || key.softcap || key.sinks))
-    return std::string("sliding windows, softcapping and attention sinks run on the portable kernels (not yet on ") +
-           backend + ")";
   if (key.decode) return std::string("decode shapes run on the portable decode kernel (the ") + backend + " kernel's tiles have " +
                          std::to_string(tile_rows) + " rows)";
   if (key.varlen || key.paged || key.split)

@@ -73,12 +73,7 @@ bool Sm100Backend::supports(const KernelKey& key, std::string* why) const {
     return false;
   };
   if (key.backend != id()) return no(std::string("not a ") + to_string(id()) + " key");
-  const bool dims_ok = (key.head_dim == key.head_dim_v && (key.head_dim == 64 || key.head_dim == 96 || key.head_dim == 128)) ||
-                       (key.head_dim == 192 && key.head_dim_v == 128);
-  if (!dims_ok)
-    return no("head dims (" + std::to_string(key.head_dim) + ", " + std::to_string(key.head_dim_v) +
-              ") are not (64,64), (96,96), (128,128) or (192,128); the portable kernel serves them");
-  const std::string gap = dense_prefill_gap(key, "sm100", kTile, true);
+  const std::string gap = dense_prefill_gap(key, "sm100", kTile, {{64, 64}, {96, 96}, {128, 128}, {192, 128}});
   return gap.empty() || no(gap);
 }
 

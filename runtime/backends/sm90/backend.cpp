@@ -63,12 +63,7 @@ bool Sm90Backend::supports(const KernelKey& key, std::string* why) const {
   };
   if (key.backend != id()) return no("not an sm90 key");
   if (key.fault != DebugFault::none) return no("debug faults are built into the sm100 kernel only");
-  const int d = key.head_dim, dv = key.head_dim_v;
-  const bool dims_ok = (d == dv && (d == 64 || d == 96 || d == 128 || d == 256)) || (d == 192 && dv == 128);
-  if (!dims_ok)
-    return no("head dims (" + std::to_string(d) + ", " + std::to_string(dv) +
-              ") are not (64,64), (96,96), (128,128), (256,256) or (192,128); the portable kernel serves them");
-  const std::string gap = dense_prefill_gap(key, "sm90", kTileM, true);
+  const std::string gap = dense_prefill_gap(key, "sm90", kTileM, {{64, 64}, {96, 96}, {128, 128}, {256, 256}, {192, 128}});
   return gap.empty() || no(gap);
 }
 
@@ -166,7 +161,7 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
       "stay in step: a change that lets one warpgroup skip a block deadlocks the turn barriers.",
       "Causal tiles are drawn from counters in the stream's scratch, which the last CTA to finish drawing zeroes for "
       "the next launch: a kernel killed mid-launch (a trap) leaves them set, but a trap also ends the context.",
-      "Fallback: head dims other than (64,64), (96,96), (128,128), (256,256), (192,128), serving shapes and variants use the "
+      "Fallback: head dims other than (64,64), (96,96), (128,128), (256,256), (192,128), serving shapes (with or without variants) use the "
       "portable kernels.",
   };
   if (o_aliases_q) p.risks.push_back("O is staged over Q: the next tile's Q load waits for the previous O store.");
