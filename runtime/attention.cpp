@@ -410,13 +410,20 @@ struct Attention::Impl {
     return key_for(c, arch);
   }
   // Every kernel a problem runs, with its configuration: the decode kernel for the decode-sized sequences,
-  // the prefill kernel for the others (a mixed batch: both, each skipping the other's sequences).
-  std::vector<std::pair<KernelKey, KernelConfig>> select_all(const Problem& problem, int arch) const {
+  // the prefill kernel for the others (a mixed batch: both, each skipping the other's sequences). A chosen
+  // backend without a decode kernel (Options::backend sm90) runs a mixed batch on its prefill kernel alone,
+  // which then serves every sequence: the problem is no longer mixed.
+  std::vector<std::pair<KernelKey, KernelConfig>> select_all(Problem& problem, int arch) const {
     std::vector<std::pair<KernelKey, KernelConfig>> out;
     for (bool decode_kernel : {true, false}) {
       if (decode_kernel ? problem.decode_seqlen_q == 0 : problem.decode) continue;
       KernelConfig c = config_of(problem, Backend::automatic, arch, decode_kernel);
       const KernelKey key = key_for(c, arch);
+      if (decode_kernel && problem.mixed && !key.decode) {
+        problem.mixed = false;
+        problem.decode_seqlen_q = 0;
+        continue;
+      }
       out.emplace_back(key, c);
     }
     return out;

@@ -75,6 +75,7 @@ std::string generate_preamble(const Plan& plan) {
   p.flag("kCausal", key.causal);
   p.flag("kWriteLse", key.lse);
   p.constant("int", "kGqaPack", key.gqa_pack);
+  p.flag("kVarlen", key.varlen);
   p.flag("kPaged", key.paged);
   p.flag("kDecode", key.decode);
   p.flag("kWindow", key.window);

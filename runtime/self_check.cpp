@@ -46,8 +46,9 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 // selects exactly this key's GQA packing (3, which no kernel packs, for unpacked keys), and enough kv heads
 // for more than twice as many work tiles as the device has multiprocessors: persistent CTAs walk several
 // tiles, non-persistent grids run in several waves. The key's variants: a window, a softcap that bites on
-// these inputs; with sinks the caller points `sinks` at heads_q device logits.
-AttentionParams self_check_problem(const KernelKey& key, int sm_count) {
+// these inputs; with sinks the caller points `sinks` at heads_q device logits. Ragged: the second sequence
+// is shorter on the q side and the first on the k side (each still longer than a decode).
+AttentionParams self_check_problem(const KernelKey& key, int sm_count, std::vector<int32_t>* offsets) {
   AttentionParams p;
   p.batch = 2;
   p.seqlen_q = key.causal ? 421 : 300;
@@ -66,18 +67,32 @@ AttentionParams self_check_problem(const KernelKey& key, int sm_count) {
   p.return_lse = key.lse;
   if (key.softcap) p.softcap = 3.f;
   if (key.window) p.window_left = 260, p.window_right = key.causal ? -1 : 30;  // narrower than the keys, wider than two blocks
+  if (key.varlen) {
+    const int32_t q_lens[2] = {static_cast<int32_t>(p.seqlen_q), static_cast<int32_t>(p.seqlen_q) - 123};
+    const int32_t k_lens[2] = {static_cast<int32_t>(p.seqlen_k) - 100, static_cast<int32_t>(p.seqlen_k)};
+    p.total_q = q_lens[0] + q_lens[1];
+    p.total_k = k_lens[0] + k_lens[1];
+    if (offsets) *offsets = {0, q_lens[0], q_lens[0] + q_lens[1], 0, k_lens[0], k_lens[0] + k_lens[1]};
+  }
   return p;
 }
 
 std::string compare_with_reference(const KernelKey& key, int sm_count, const SelfCheckLaunch& launch) {
-  AttentionParams p = self_check_problem(key, sm_count);
-  const size_t nq = p.batch * p.seqlen_q * p.heads_q * p.head_dim;
-  const size_t nk = p.batch * p.seqlen_k * p.heads_kv * p.head_dim;
-  const size_t nv = p.batch * p.seqlen_k * p.heads_kv * p.head_dim_v;
-  const size_t no = p.batch * p.seqlen_q * p.heads_q * p.head_dim_v;
-  const size_t nl = p.batch * p.heads_q * p.seqlen_q;
+  std::vector<int32_t> offsets;
+  AttentionParams p = self_check_problem(key, sm_count, &offsets);
+  const size_t rows_q = key.varlen ? p.total_q : p.batch * p.seqlen_q, rows_k = key.varlen ? p.total_k : p.batch * p.seqlen_k;
+  const size_t nq = rows_q * p.heads_q * p.head_dim;
+  const size_t nk = rows_k * p.heads_kv * p.head_dim;
+  const size_t nv = rows_k * p.heads_kv * p.head_dim_v;
+  const size_t no = rows_q * p.heads_q * p.head_dim_v;
+  const size_t nl = rows_q * p.heads_q;
   DeviceMemory q(nq * 2), k(nk * 2), v(nv * 2), o_candidate(no * 2), o_reference(no * 2), lse_candidate(nl * 4),
-      lse_reference(nl * 4);
+      lse_reference(nl * 4), cu_seqlens(std::max<size_t>(offsets.size(), 1) * 4);
+  if (key.varlen) {
+    check_cu(driver().cuMemcpyHtoD(cu_seqlens.ptr, offsets.data(), offsets.size() * 4), "cuMemcpyHtoD (self-check)");
+    p.cu_seqlens_q = static_cast<const int32_t*>(cu_seqlens.get());
+    p.cu_seqlens_k = p.cu_seqlens_q + p.batch + 1;
+  }
 
   std::mt19937 rng(20261130);
   std::uniform_real_distribution<float> dist(-2.f, 2.f);
@@ -160,6 +175,7 @@ std::vector<std::string> child_args(const SelfCheckRequest& r) {
   if (c.window) a.push_back("--window");
   if (c.softcap) a.push_back("--softcap");
   if (c.sinks) a.push_back("--sinks");
+  if (c.varlen) a.push_back("--varlen");
   if (!o.disk_cache) a.push_back("--no-disk-cache");
   if (!o.allow_jit) a.push_back("--no-jit");
   if (!o.cache_dir.empty()) a.insert(a.end(), {"--cache-dir", o.cache_dir});
@@ -270,6 +286,7 @@ int run_self_check_child(const std::vector<std::string>& args) {
       else if (flag == "--window") config.window = true;
       else if (flag == "--softcap") config.softcap = true;
       else if (flag == "--sinks") config.sinks = true;
+      else if (flag == "--varlen") config.varlen = true;
       else if (flag == "--fault") options.debug_fault = fault_from_string(value());
       else if (flag == "--emulation") options.emulation = value() == "adversarial" ? Emulation::adversarial : Emulation::strict;
       else if (flag == "--seed") options.emulation_seed = static_cast<unsigned>(number());

@@ -19,8 +19,10 @@
 
 namespace fa4::detail {
 
-// The check's problem for a key on a device with `sm_count` multiprocessors.
-AttentionParams self_check_problem(const KernelKey& key, int sm_count);
+// The check's problem for a key on a device with `sm_count` multiprocessors. A ragged key's (varlen) problem
+// is a ragged batch: its cu_seqlens_q then cu_seqlens_k go to *offsets, for the caller to place on the
+// device and point the params at (as it does for the sinks).
+AttentionParams self_check_problem(const KernelKey& key, int sm_count, std::vector<int32_t>* offsets = nullptr);
 
 // launch(candidate, problem, stream) enqueues the candidate (true) or the reference (false) kernel.
 using SelfCheckLaunch = std::function<void(bool candidate, const Problem& problem, CUstream stream)>;

@@ -97,7 +97,7 @@ CUtensorMap make_tma_descriptor(const TmaTensor& t, const TmaBoxSpec& box) {
   return map;
 }
 
-int dense_attention_maps(const Plan& plan, const Problem& problem, CUtensorMap* out) {
+int attention_maps(const Plan& plan, const Problem& problem, CUtensorMap* out) {
   const AttentionParams& p = problem.params;
   const int pack = plan.key.gqa_pack;
   auto box = [&](const std::string& name) {
@@ -105,11 +105,12 @@ int dense_attention_maps(const Plan& plan, const Problem& problem, CUtensorMap* 
       if (b.tensor == name) return TmaBoxSpec{b.box_cols, b.box_rows, b.swizzle_bytes, name == "Q" || name == "O" ? pack : 1};
     throw Error(ErrorCode::internal, "plan has no TMA box for " + name);
   };
-  auto tensor = [&](const char* name, const void* ptr, int64_t seq, int64_t heads, int64_t dim, const Strides& st,
+  // A ragged side is one batch of packed rows (the kernel adds a sequence's row offset to its coordinates).
+  auto tensor = [&](const char* name, const void* ptr, bool ragged, int64_t seq, int64_t heads, int64_t dim, const Strides& st,
                     int64_t group) {
     TmaTensor t;
     t.ptr = ptr;
-    t.batch = p.batch;
+    t.batch = ragged ? 1 : p.batch;
     t.seq = seq;
     t.heads = heads;
     t.dim = dim;
@@ -122,10 +123,13 @@ int dense_attention_maps(const Plan& plan, const Problem& problem, CUtensorMap* 
     return t;
   };
   // Q and O as 5-D maps {dim, head in pack, head group, seq, batch}: one box = 128/pack tokens x pack heads.
-  out[0] = make_tma_descriptor(tensor("q", p.q, p.seqlen_q, p.heads_q, p.head_dim, p.q_stride, pack), box("Q"));
-  out[1] = make_tma_descriptor(tensor("k", p.k, p.seqlen_k, p.heads_kv, p.head_dim, p.k_stride, 0), box("K"));
-  out[2] = make_tma_descriptor(tensor("v", p.v, p.seqlen_k, p.heads_kv, p.head_dim_v, p.v_stride, 0), box("V"));
-  out[3] = make_tma_descriptor(tensor("o", p.o, p.seqlen_q, p.heads_q, p.head_dim_v, p.o_stride, pack), box("O"));
+  const bool ragged_q = p.cu_seqlens_q, ragged_k = p.cu_seqlens_k;
+  const int64_t q_rows = ragged_q ? std::max<int64_t>(p.total_q, 1) : p.seqlen_q;
+  const int64_t k_rows = ragged_k ? std::max<int64_t>(p.total_k, 1) : p.seqlen_k;
+  out[0] = make_tma_descriptor(tensor("q", p.q, ragged_q, q_rows, p.heads_q, p.head_dim, p.q_stride, pack), box("Q"));
+  out[1] = make_tma_descriptor(tensor("k", p.k, ragged_k, k_rows, p.heads_kv, p.head_dim, p.k_stride, 0), box("K"));
+  out[2] = make_tma_descriptor(tensor("v", p.v, ragged_k, k_rows, p.heads_kv, p.head_dim_v, p.v_stride, 0), box("V"));
+  out[3] = make_tma_descriptor(tensor("o", p.o, ragged_q, q_rows, p.heads_q, p.head_dim_v, p.o_stride, pack), box("O"));
   return 4;
 }
 

@@ -118,13 +118,20 @@ FA4_BLOCKS_HD BlockRange window_kv_block_range(int first_row, int rows, int pack
   return r;
 }
 
+// The K/V blocks of row block m_block of a tile kernel (sm90, sm100): window_kv_block_range's with a sliding
+// window (causal: its right side 0), kv_block_range's otherwise.
+FA4_BLOCKS_HD BlockRange tile_blocks(int m_block, int rows, int pack, int seqlen_q, int seqlen_k, int tile_n, bool causal,
+                                     bool window, int left, int right) {
+  return window ? window_kv_block_range(m_block * rows, rows, pack, seqlen_q, seqlen_k, tile_n, left, causal ? 0 : right)
+                : kv_block_range(m_block * rows, rows, pack, seqlen_q, seqlen_k, tile_n, causal);
+}
+
 // The dense tile kernels' (sm90, sm100) work item: tile -> (m block, head group, batch), m blocks fastest so
 // neighbouring tiles share K/V in L2; causal grids reverse them, so each head's longest tiles come first.
 // With `section` > 0, causal tiles go by L2 sections of that many (batch, head group)s instead: within a
 // section, longest first across all of its heads (a balanced tail), heads fastest (their K/V stay in L2
 // together); sections one after another (the last may be smaller; `batch` must then be the real batch).
-// A tile is `rows` packed rows against its K/V blocks: window_kv_block_range's with a sliding window,
-// kv_block_range's otherwise.
+// A tile is `rows` packed rows against its K/V blocks (tile_blocks).
 struct DenseTile {
   int m_block, group, batch;
   BlockRange blocks;
@@ -148,8 +155,7 @@ FA4_BLOCKS_HD DenseTile dense_tile(int tile, int num_m_blocks, int groups, int r
     t.group = (tile / num_m_blocks) % groups;
     t.batch = tile / (num_m_blocks * groups);
   }
-  t.blocks = window ? window_kv_block_range(t.m_block * rows, rows, pack, seqlen_q, seqlen_k, tile_n, left, causal ? 0 : right)
-                   : kv_block_range(t.m_block * rows, rows, pack, seqlen_q, seqlen_k, tile_n, causal);
+  t.blocks = tile_blocks(t.m_block, rows, pack, seqlen_q, seqlen_k, tile_n, causal, window, left, right);
   return t;
 }
 

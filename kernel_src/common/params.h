@@ -116,6 +116,22 @@ struct AttentionArgs {
   float* lse_partial;        // fp32 [max_splits][heads_q][split.partial_rows], natural log; -inf for a part without keys
 };
 
+// Sequence `batch` of a call: the query rows it has and the keys it sees (from the device arrays when the
+// call is ragged or has seqused_k, else the dense shape), and its first row in a ragged q/o and k/v (0 when
+// that side is dense: the batch index then selects the sequence).
+struct SequenceSpan {
+  int seqlen_q, seqlen_k;
+  int q_row0, k_row0;
+};
+FA4_PARAMS_HD SequenceSpan sequence_span(const AttentionArgs& a, int batch) {
+  SequenceSpan s;
+  s.q_row0 = a.cu_seqlens_q ? a.cu_seqlens_q[batch] : 0;
+  s.seqlen_q = a.cu_seqlens_q ? a.cu_seqlens_q[batch + 1] - s.q_row0 : a.seqlen_q;
+  s.k_row0 = a.cu_seqlens_k ? a.cu_seqlens_k[batch] : 0;
+  s.seqlen_k = a.seqused_k ? a.seqused_k[batch] : a.cu_seqlens_k ? a.cu_seqlens_k[batch + 1] - s.k_row0 : a.seqlen_k;
+  return s;
+}
+
 // The combine kernel's argument block: merges n partial states (O_s, LSE_s) of the same rows into O (and
 // LSE): LSE = log sum_s exp(LSE_s), O = sum_s exp(LSE_s - LSE) O_s. State s is at state_o[s] (s < 8) or, when
 // o_state_stride is set, at state_o[0] + s * o_state_stride (elements); likewise its LSE.

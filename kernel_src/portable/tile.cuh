@@ -39,17 +39,10 @@ __device__ __forceinline__ Tile tile_of(const fa4k::AttentionArgs& a, int index)
   }
   t.m_block = fa4cfg::kCausal ? num_m - 1 - m : m;
   t.row0 = t.m_block * fa4cfg::kTileM;
-  if (a.cu_seqlens_q) {
-    const int first = a.cu_seqlens_q[t.batch];
-    t.seqlen_q = a.cu_seqlens_q[t.batch + 1] - first;
-    t.row_base = first;
-  } else {
-    t.seqlen_q = a.seqlen_q;
-    t.row_base = static_cast<long long>(t.batch) * a.seqlen_q;
-  }
-  t.seqlen_k = a.seqused_k     ? a.seqused_k[t.batch]
-               : a.cu_seqlens_k ? a.cu_seqlens_k[t.batch + 1] - a.cu_seqlens_k[t.batch]
-                                : a.seqlen_k;
+  const fa4k::SequenceSpan span = fa4k::sequence_span(a, t.batch);
+  t.seqlen_q = span.seqlen_q;
+  t.seqlen_k = span.seqlen_k;
+  t.row_base = a.cu_seqlens_q ? span.q_row0 : static_cast<long long>(t.batch) * a.seqlen_q;
   return t;
 }
 

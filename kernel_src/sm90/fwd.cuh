@@ -4,13 +4,15 @@
 // (the Plan, runtime/backends/sm90/backend.cpp).
 //
 // A persistent grid: each CTA walks tiles of 128 packed rows (token * gqa_pack + head in pack), each against
-// every K/V block its rows see, highest block first (the masked ones come first). Non-causal tiles are
-// dealt out statically; causal tiles, longest first within each head, are taken from a counter in the
-// stream's scratch as CTAs come free. The producer picks each tile and announces it to the other roles
-// through a small shared-memory ring. 12 warps:
+// every K/V block its rows see, highest block first (the masked ones come first). Non-causal dense tiles are
+// dealt out statically; causal tiles, longest first within each head, and ragged tiles (kVarlen: sequence by
+// sequence, lengths from the device arrays) are taken from a counter in the stream's scratch as CTAs come
+// free. The producer warp picks each tile, finds its sequence and K/V blocks, and announces all of it to the
+// other roles through a small shared-memory ring. 12 warps:
 //   0-3 Consumer0, 4-7 Consumer1: rows 0-63 and 64-127 of the tile (the wgmma M of 64)
-//   8 Producer: one thread issues the TMA loads (Q once per tile; K and V rings)
-//   9 Storer: one thread issues the TMA store of each tile's O, so no consumer waits for it
+//   8 Producer: draws and decodes the tiles; one thread issues the TMA loads (Q once per tile; K and V rings)
+//   9 Storer: one thread issues the TMA store of each tile's O, so no consumer waits for it (the last tile
+//     of a ragged sequence: the warp stores its rows, so that none lands in the next sequence's)
 //   10-11 idle; setmaxnreg moves the warpgroup's registers to the consumers, which hold S, P and O at once
 // A consumer overlaps its softmax of block j with its own PV of block j-1 on the tensor cores:
 //   issue S_j = Q K_j^T, issue O += P_(j-1) V_(j-1); wait for S_j; softmax (max, exp2, row sum);
@@ -46,7 +48,9 @@ constexpr u32 kStoreBarrier = 1;  // named barrier: both consumers' O rows are s
 constexpr u32 kTurnBarrier = 2;   // 2 + w: consumer w may issue its wgmmas
 constexpr int kTileSlots = 2;     // announced tiles in flight
 constexpr u32 kTileReaders = 8 + 1;  // consumer warps and the storer
-constexpr bool kDynamicTiles = kCausal;  // causal tiles differ in length: hand them out as CTAs come free
+// Causal tiles differ in length, and a ragged batch's tiles are found only on the device: hand them out as
+// CTAs come free.
+constexpr bool kDynamicTiles = kCausal || kVarlen;
 static_assert(kDynamicTiles == (kScratchBytesPerCta > 0), "dynamic tiles need the Plan's scratch for their counters");
 static_assert(kBarTileFullCount == kTileSlots && kBarTileEmptyArrivals == kTileReaders, "the Plan's tile ring");
 static_assert(kBarKEmptyArrivals == 8 && kBarVEmptyArrivals == 8, "one release per consumer warp");
@@ -99,13 +103,21 @@ __device__ __forceinline__ void fence_registers(float (&r)[N]) {
 using fa4k::exp2_approx;
 
 // ---- shared memory ---------------------------------------------------------------------------------
+// A tile as the producer announces it: its row block, head group and sequence, that sequence's lengths and
+// rows, and the K/V blocks it visits. m_block < 0: no more tiles.
+struct Work {
+  int m_block, group, batch;
+  fa4k::SequenceSpan seq;
+  fa4k::BlockRange blocks;
+};
+
 struct Barriers {
   u64 q_full, q_empty;
   u64 k_full[kKvStages], k_empty[kKvStages];
   u64 v_full[kKvStages], v_empty[kKvStages];
   u64 o_empty;  // the store has read the O buffer (a buffer of its own; over Q, q_empty says it)
   u64 tile_full[kTileSlots], tile_empty[kTileSlots];
-  int tile[kTileSlots];  // the announced tile; total_tiles: no more
+  Work tile[kTileSlots];  // the announced tiles
 };
 static_assert(sizeof(Barriers) <= kSmemBarsBytes, "barrier block larger than the Plan's Bars buffer");
 
@@ -134,7 +146,8 @@ struct TileCounters {
   int next, finished;
 };
 
-// The producer's source of tiles: this CTA's static share, or the shared counter.
+// The producer warp's source of tile indices (warp-collective): this CTA's static share, or the shared
+// counter. A CTA's indices only increase.
 struct TileSource {
   int static_next = static_cast<int>(blockIdx.x);
   __device__ int draw(const fa4k::AttentionArgs& a) {
@@ -143,98 +156,202 @@ struct TileSource {
       static_next += gridDim.x;
       return tile;
     } else {
+      int tile = 0;
+      if (threadIdx.x % 32 == 0) tile = atomicAdd(&static_cast<TileCounters*>(a.scratch)->next, 1);
+      return __shfl_sync(0xffffffffu, tile, 0);
+    }
+  }
+  // This CTA draws no more.
+  __device__ void finish(const fa4k::AttentionArgs& a) {
+    if constexpr (kDynamicTiles) {
       TileCounters* c = static_cast<TileCounters*>(a.scratch);
-      const int tile = atomicAdd(&c->next, 1);
-      if (tile >= a.total_tiles) {
+      if (threadIdx.x % 32 == 0) {
         __threadfence();  // this CTA's last draw is ordered before its count of finished
         if (atomicAdd(&c->finished, 1) == static_cast<int>(gridDim.x) - 1) {
           atomicExch(&c->next, 0);
           atomicExch(&c->finished, 0);
         }
       }
-      return tile;
     }
   }
 };
 
-// The other roles follow the producer's announcements: the next tile, or total_tiles when there is none.
-struct TileFeed {
-  int slot = 0;
-  u32 phase = 0;
-  __device__ int next(Barriers& b) {
-    mbarrier_wait_parity(&b.tile_full[slot], phase);
-    const int tile = b.tile[slot];
-    __syncwarp();
-    if (threadIdx.x % 32 == 0) mbarrier_arrive(&b.tile_empty[slot]);
-    if (++slot == kTileSlots) slot = 0, phase ^= 1;
-    return tile;
+// Ragged tiles go sequence by sequence; a sequence has ceil(seqlen_q * pack / kM) row blocks per head group
+// (none when the decode kernel serves it: AttentionArgs::decode_seqlen_q), the row blocks of a head group
+// fastest (longest first when causal). The producer warp finds a tile's sequence from a running count of
+// the tiles before it, 32 sequences per step; as a CTA's tiles only increase, it never steps back.
+struct VarlenCursor {
+  int seq0 = 0;          // the first sequence of the current step
+  int tiles_before = 0;  // tiles of the sequences before seq0
+  // Tile `tile`'s sequence, its index among that sequence's tiles and the sequence's row blocks; false when
+  // the batch has fewer tiles.
+  __device__ bool find(const fa4k::AttentionArgs& a, int tile, int& batch, int& local, int& m_blocks) {
+    const int lane = threadIdx.x % 32;
+    const int groups = a.heads_q / kPack;
+    for (; seq0 < a.batch; seq0 += 32) {
+      const int s = seq0 + lane;
+      int mb = 0;
+      if (s < a.batch) {
+        const int seqlen_q = a.cu_seqlens_q ? a.cu_seqlens_q[s + 1] - a.cu_seqlens_q[s] : a.seqlen_q;
+        mb = seqlen_q <= a.decode_seqlen_q ? 0 : (seqlen_q * kPack + kM - 1) / kM;
+      }
+      const int tiles = mb * groups;
+      int through = tiles;  // tiles of sequences seq0 .. s
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int x = __shfl_up_sync(0xffffffffu, through, o);
+        if (lane >= o) through += x;
+      }
+      const unsigned holds = __ballot_sync(0xffffffffu, tile < tiles_before + through);
+      if (holds) {
+        const int owner = __ffs(holds) - 1;
+        batch = seq0 + owner;
+        local = tile - tiles_before - __shfl_sync(0xffffffffu, through - tiles, owner);
+        m_blocks = __shfl_sync(0xffffffffu, mb, owner);
+        return true;
+      }
+      tiles_before += __shfl_sync(0xffffffffu, through, 31);
+    }
+    return false;
   }
 };
 
-// ---- work decomposition ----------------------------------------------------------------------------
-using Work = fa4k::DenseTile;
-
-__device__ __forceinline__ Work decompose(const fa4k::AttentionArgs& a, int tile) {
-  return fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, kM, kPack, a.seqlen_q, a.seqlen_k, kN, kCausal, 0, 1,
-                          kWindow, a.window_left, a.window_right);
+// The producer warp's next tile (warp-collective); false when there is none.
+__device__ __forceinline__ bool next_work(const fa4k::AttentionArgs& a, TileSource& source, VarlenCursor& cursor, Work& w) {
+  const int tile = source.draw(a);
+  if constexpr (kVarlen) {
+    int local, m_blocks;
+    if (!cursor.find(a, tile, w.batch, local, m_blocks)) return false;
+    w.seq = fa4k::sequence_span(a, w.batch);
+    w.group = local / m_blocks;
+    w.m_block = kCausal ? m_blocks - 1 - local % m_blocks : local % m_blocks;
+  } else {
+    if (tile >= a.total_tiles) return false;
+    const fa4k::DenseTile t = fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, kM, kPack, a.seqlen_q, a.seqlen_k, kN,
+                                               kCausal);
+    w.m_block = t.m_block, w.group = t.group, w.batch = t.batch;
+    w.seq = {a.seqlen_q, a.seqlen_k, 0, 0};
+  }
+  w.blocks = fa4k::tile_blocks(w.m_block, kM, kPack, w.seq.seqlen_q, w.seq.seqlen_k, kN, kCausal, kWindow, a.window_left,
+                               a.window_right);
+  return true;
 }
+
+// The other roles follow the producer's announcements.
+struct TileFeed {
+  int slot = 0;
+  u32 phase = 0;
+  __device__ Work next(Barriers& b) {
+    mbarrier_wait_parity(&b.tile_full[slot], phase);
+    const Work w = b.tile[slot];
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbarrier_arrive(&b.tile_empty[slot]);
+    if (++slot == kTileSlots) slot = 0, phase ^= 1;
+    return w;
+  }
+};
 
 __device__ __forceinline__ int kv_head_of(const fa4k::AttentionArgs& a, const Work& w) {
   return fa4k::dense_kv_head(w.group, kPack, a.q_heads_per_kv);
 }
 
+// TMA coordinates of a tile's sequence: ragged tensors are one batch of packed rows, the sequence starting
+// at its row offset (SequenceSpan); dense ones have the sequence as the batch index.
+__device__ __forceinline__ int q_batch_of(const fa4k::AttentionArgs& a, const Work& w) {
+  return kVarlen && a.cu_seqlens_q ? 0 : w.batch;
+}
+__device__ __forceinline__ int kv_batch_of(const fa4k::AttentionArgs& a, const Work& w) {
+  return kVarlen && a.cu_seqlens_k ? 0 : w.batch;
+}
+__device__ __forceinline__ int first_token(const Work& w) { return w.seq.q_row0 + w.m_block * kM / kPack; }
+
 // ---- Producer ----------------------------------------------------------------------------------------
-// One thread: K and V of each block into the rings (K first: S needs it first), and the tile's Q after the
-// first block's K and V, so they load while the previous tile's O store still holds a Q buffer it shares.
-__device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* tq, const TmaDescriptor* tk,
-                         const TmaDescriptor* tv) {
+// The warp draws and announces the tiles; one thread loads K and V of each block into the rings (K first: S
+// needs it first), and the tile's Q after the first block's K and V, so they load while the previous tile's
+// O store still holds a Q buffer it shares.
+__device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Smem& sm, const Work& w, Ring& ring, u32 tile_phase,
+                                          const TmaDescriptor* tq, const TmaDescriptor* tk, const TmaDescriptor* tv) {
   Barriers& b = sm.bars();
-  Ring ring;
-  TileSource source;
-  int slot = 0;
-  u32 slot_phase = 0, tile_phase = 0;
-  for (;; tile_phase ^= 1) {
-    const int tile = min(source.draw(a), a.total_tiles);
-    wait<true>(&b.tile_empty[slot], slot_phase ^ 1);
-    b.tile[slot] = tile;
-    mbarrier_arrive(&b.tile_full[slot]);  // release: the readers' acquire sees the tile
-    if (++slot == kTileSlots) slot = 0, slot_phase ^= 1;
-    if (tile == a.total_tiles) break;
-    const Work w = decompose(a, tile);
-    const int kv_head = kv_head_of(a, w);
-    for (int j = 0; j < w.blocks.n_blocks; ++j) {
-      const int key0 = (w.blocks.n_first - j) * kN;
-      wait<true>(&b.k_empty[ring.index], ring.phase ^ 1);
-      mbarrier_arrive_expect_tx(&b.k_full[ring.index], kN * kD * 2);
+  const int kv_head = kv_head_of(a, w), kv_batch = kv_batch_of(a, w);
+  for (int j = 0; j < w.blocks.n_blocks; ++j) {
+    const int key0 = w.seq.k_row0 + (w.blocks.n_first - j) * kN;
+    wait<true>(&b.k_empty[ring.index], ring.phase ^ 1);
+    mbarrier_arrive_expect_tx(&b.k_full[ring.index], kN * kD * 2);
+    for (int box = 0; box < kD / kBoxCols; ++box)
+      tma_load_4d(sm.k(ring.index) + box * kN * kSpan, tk, &b.k_full[ring.index], box * kBoxCols, kv_head, key0, kv_batch);
+    wait<true>(&b.v_empty[ring.index], ring.phase ^ 1);
+    mbarrier_arrive_expect_tx(&b.v_full[ring.index], kN * kDv * 2);
+    for (int box = 0; box < kDv / kBoxCols; ++box)
+      tma_load_4d(sm.v(ring.index) + box * kN * kSpan, tv, &b.v_full[ring.index], box * kBoxCols, kv_head, key0, kv_batch);
+    ring.advance();
+    if (j == 0) {
+      wait<true>(&b.q_empty, tile_phase ^ 1);
+      mbarrier_arrive_expect_tx(&b.q_full, kM * kD * 2);
       for (int box = 0; box < kD / kBoxCols; ++box)
-        tma_load_4d(sm.k(ring.index) + box * kN * kSpan, tk, &b.k_full[ring.index], box * kBoxCols, kv_head, key0, w.batch);
-      wait<true>(&b.v_empty[ring.index], ring.phase ^ 1);
-      mbarrier_arrive_expect_tx(&b.v_full[ring.index], kN * kDv * 2);
-      for (int box = 0; box < kDv / kBoxCols; ++box)
-        tma_load_4d(sm.v(ring.index) + box * kN * kSpan, tv, &b.v_full[ring.index], box * kBoxCols, kv_head, key0, w.batch);
-      ring.advance();
-      if (j == 0) {
-        wait<true>(&b.q_empty, tile_phase ^ 1);
-        mbarrier_arrive_expect_tx(&b.q_full, kM * kD * 2);
-        for (int box = 0; box < kD / kBoxCols; ++box)
-          tma_load_5d(sm.q() + box * kM * kSpan, tq, &b.q_full, box * kBoxCols, 0, w.group, w.m_block * kM / kPack, w.batch);
-      }
+        tma_load_5d(sm.q() + box * kM * kSpan, tq, &b.q_full, box * kBoxCols, 0, w.group, first_token(w), q_batch_of(a, w));
     }
   }
 }
 
+__device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* tq, const TmaDescriptor* tk,
+                                         const TmaDescriptor* tv) {
+  Barriers& b = sm.bars();
+  const bool leader = threadIdx.x % 32 == 0;
+  Ring ring;
+  TileSource source;
+  VarlenCursor cursor;
+  int slot = 0;
+  u32 slot_phase = 0;
+  for (u32 tile_phase = 0;; tile_phase ^= 1) {
+    Work w;
+    const bool more = next_work(a, source, cursor, w);
+    if (!more) {
+      source.finish(a);
+      w.m_block = -1;
+    }
+    if (leader) {
+      wait<true>(&b.tile_empty[slot], slot_phase ^ 1);
+      b.tile[slot] = w;
+      mbarrier_arrive(&b.tile_full[slot]);  // release: the readers' acquire sees the tile
+      if (more) load_tile(a, sm, w, ring, tile_phase, tq, tk, tv);
+    }
+    __syncwarp();
+    if (++slot == kTileSlots) slot = 0, slot_phase ^= 1;
+    if (!more) break;
+  }
+}
+
 // ---- Storer ------------------------------------------------------------------------------------------
-// One thread: once both consumers have staged their O rows, the tile's TMA store; when it has read the
-// buffer, the buffer is free again (o_empty, or q_empty when O lies over Q).
+// Once both consumers have staged their O rows: one thread's TMA store of the tile, and when it has read the
+// buffer, the buffer is free again (o_empty, or q_empty when O lies over Q). The last tile of a ragged
+// sequence ends inside the packed rows, where a whole box would overwrite the next sequence's: the warp
+// copies its own rows instead.
+__device__ __forceinline__ void store_rows(const fa4k::AttentionArgs& a, const char* o_tile, const Work& w, int rows) {
+  constexpr int kChunks = kDv / 8;  // 16-byte chunks per row
+#pragma unroll 1  // the producer warpgroup's 40 registers
+  for (int i = threadIdx.x % 32; i < rows * kChunks; i += 32) {
+    const int r = i / kChunks, col = i % kChunks * 8;
+    const int head = kPack > 1 ? w.group * kPack + r % kPack : w.group;
+    const uint4 chunk = *reinterpret_cast<const uint4*>(o_tile + swizzle_address(tile_offset(kSwizzle, kM, r, col), kSwizzle));
+    char* dst = static_cast<char*>(a.o.ptr) +
+                2 * ((first_token(w) + r / kPack) * a.o.seq_stride + head * a.o.head_stride + col);
+    *reinterpret_cast<uint4*>(dst) = chunk;
+  }
+}
+
 __device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* to) {
   Barriers& b = sm.bars();
   TileFeed feed;
-  for (int tile = feed.next(b); tile < a.total_tiles; tile = feed.next(b)) {
-    const Work w = decompose(a, tile);
+  for (Work w = feed.next(b); w.m_block >= 0; w = feed.next(b)) {
     named_barrier_sync(kStoreBarrier, kConsumerThreads + 32);
-    if (threadIdx.x % 32 == 0) {
+    const int rows = w.seq.seqlen_q * kPack - w.m_block * kM;  // rows of the tile inside its sequence
+    if (kVarlen && a.cu_seqlens_q && rows < kM) {
+      store_rows(a, sm.o(), w, rows);
+      __syncwarp();
+      if (threadIdx.x % 32 == 0) mbarrier_arrive(kOAliasesQ ? &b.q_empty : &b.o_empty);
+    } else if (threadIdx.x % 32 == 0) {  // a dense tile's rows past seqlen_q lie outside the map: TMA drops them
       for (int box = 0; box < kDv / kBoxCols; ++box)
-        tma_store_5d(to, sm.o() + box * kM * kSpan, box * kBoxCols, 0, w.group, w.m_block * kM / kPack, w.batch);
+        tma_store_5d(to, sm.o() + box * kM * kSpan, box * kBoxCols, 0, w.group, first_token(w), q_batch_of(a, w));
       bulk_commit_group();
       bulk_wait_group_read<0>();
       mbarrier_arrive(kOAliasesQ ? &b.q_empty : &b.o_empty);
@@ -377,18 +494,18 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
   TileFeed feed;
   u32 tile_phase = 0;
   if (wg == 1) pass_turn(wg);
-  for (int tile = feed.next(b); tile < a.total_tiles; tile = feed.next(b), tile_phase ^= 1) {
-    const Work w = decompose(a, tile);
+  for (Work w = feed.next(b); w.m_block >= 0; w = feed.next(b), tile_phase ^= 1) {
     // Keys row r may see: first[r] <= c < limit[r] (bottom-right causal and window alignment, the seqlen_k
     // tail). A block is masked when it is one of the first n_masked or the last n_masked_low visited.
     int token[2], first[2], limit[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       token[r] = (w.m_block * kM + row0 + 8 * r) / kPack;
-      const long long diag = static_cast<long long>(a.seqlen_k) - a.seqlen_q;
-      limit[r] = kCausal || kWindow ? fa4k::visible_last_key(token[r], diag, a.seqlen_k, kWindow ? a.window_right : 0) + 1
-                                    : a.seqlen_k;
-      first[r] = kWindow ? fa4k::visible_first_key(token[r], diag, a.seqlen_k, a.window_left) : 0;
+      const int seqlen_k = w.seq.seqlen_k;
+      const long long diag = static_cast<long long>(seqlen_k) - w.seq.seqlen_q;
+      limit[r] = kCausal || kWindow ? fa4k::visible_last_key(token[r], diag, seqlen_k, kWindow ? a.window_right : 0) + 1
+                                    : seqlen_k;
+      first[r] = kWindow ? fa4k::visible_first_key(token[r], diag, seqlen_k, a.window_left) : 0;
     }
     const int low_masked_from = w.blocks.n_blocks - w.blocks.n_masked_low;
     float o[kDv / 2], s[kN / 2], m[2] = {FA4_NEG_INF, FA4_NEG_INF}, l[2] = {0.f, 0.f}, scale[2];
@@ -460,8 +577,9 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
         const int q_head = kPack > 1 ? w.group * kPack + packed_row % kPack : w.group;
         float lse = sum > 0.f ? (m[r] * a.scale_log2 + __log2f(sum)) * kLn2 : FA4_NEG_INF;
         if constexpr (kSinks) lse = fa4k::add_sink(lse, a.sinks[q_head], inv[r]);
-        if (kWriteLse && lane % 4 == 0 && token[r] < a.seqlen_q)
-          a.lse[(static_cast<long long>(w.batch) * a.heads_q + q_head) * a.seqlen_q + token[r]] = lse;
+        if (kWriteLse && lane % 4 == 0 && token[r] < w.seq.seqlen_q)  // LSE [batch, heads_q, seqlen_q] or [heads_q, total_q]
+          a.lse[kVarlen && a.cu_seqlens_q ? static_cast<long long>(q_head) * a.total_q + w.seq.q_row0 + token[r]
+                                          : (static_cast<long long>(w.batch) * a.heads_q + q_head) * a.seqlen_q + token[r]] = lse;
       }
     }
     // This consumer's rows of O: over its own rows of Q (which only its own, complete, QKs read), or in
@@ -517,7 +635,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
   __syncthreads();
   if (warp >= kRoleProducerFirstWarp) {
     setmaxnreg_dec<kRoleProducerRegs>();
-    if (threadIdx.x == kRoleProducerFirstWarp * 32) producer(args, sm, &tma_q, &tma_k, &tma_v);
+    if (warp == kRoleProducerFirstWarp) producer(args, sm, &tma_q, &tma_k, &tma_v);
     if (warp == kRoleStorerFirstWarp) storer(args, sm, &tma_o);
   } else {
     setmaxnreg_inc<kRoleConsumer0Regs>();

@@ -32,6 +32,17 @@ std::vector<KernelKey> sm90_keys() {
       const KernelKey key = detail::key_for_config(c, 90);
       if (detail::supports(key, nullptr)) keys.push_back(key);
     }
+  for (auto [d, dv] : supported_head_dims())  // ragged batches, alone and with every variant, packed or not
+    for (int variant : {0, 1, 2, 3}) {
+      KernelConfig c;
+      c.backend = Backend::sm90;
+      c.head_dim = d, c.head_dim_v = dv, c.causal = variant & 1, c.lse = true, c.varlen = true;
+      c.softcap = c.sinks = c.window = variant & 2;
+      c.q_heads_per_kv = variant == 1 ? 8 : 1;
+      c.dtype = variant == 2 ? DType::fp16 : DType::bf16;
+      const KernelKey key = detail::key_for_config(c, 90);
+      if (detail::supports(key, nullptr)) keys.push_back(key);
+    }
   return keys;
 }
 
@@ -49,6 +60,27 @@ TEST(Sm90Backend, ServesEveryDenseHeadDimButTheSmallest) {
     served += ok;
   }
   EXPECT_EQ(served, 5);
+}
+
+// Ragged batches and seqused_k (varlen) run on the sm90 kernel; paged KV, split-KV and the decode kernel's
+// shapes stay on the portable kernels, and automatic selection on sm_90 follows.
+TEST(Sm90Backend, TakesRaggedBatchesButNotPagesSplitsOrDecode) {
+  KernelConfig c;
+  c.varlen = true;
+  c.backend = Backend::sm90;
+  std::string why;
+  EXPECT_TRUE(detail::supports(detail::key_for_config(c, 90), &why)) << why;
+  c.backend = Backend::automatic;
+  EXPECT_EQ(detail::key_for_config(c, 90).backend, Backend::sm90);
+  EXPECT_TRUE(detail::key_for_config(c, 90).varlen) << "the ragged kernel is its own key";
+  for (int other : {0, 1, 2}) {
+    KernelConfig o = c;
+    o.paged = other == 0, o.split = other == 1, o.decode = other == 2;
+    EXPECT_EQ(detail::key_for_config(o, 90).backend, Backend::portable) << other;
+    o.backend = Backend::sm90;
+    o.decode = false;  // an explicit sm90 runs decode shapes on its prefill kernel; pages and splits it cannot
+    if (other != 2) EXPECT_FALSE(detail::supports(detail::key_for_config(o, 90), nullptr)) << other;
+  }
 }
 
 class Sm90Plan : public testing::TestWithParam<KernelKey> {};

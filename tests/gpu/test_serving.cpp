@@ -1,9 +1,11 @@
-// Serving shapes through the public API on the portable kernel: ragged batches (cu_seqlens_q/k), caches
-// padded past their used length (seqused_k), paged KV (page tables with shuffled and shared pages, every
-// page size from 16 to 256), GQA-packed decode, split-KV (num_splits 0, 1 .. 64, more parts than KV blocks)
-// and the public merge of partial states. Every sequence is checked on every element of O and the LSE
-// against the float64 reference of that sequence alone; outputs are poisoned first; split results are
-// bit-identical from run to run and independent of the rest of the batch.
+// Serving shapes through the public API: ragged batches (cu_seqlens_q/k), caches padded past their used
+// length (seqused_k), paged KV (page tables with shuffled and shared pages, every page size from 16 to 256),
+// GQA-packed decode, split-KV (num_splits 0, 1 .. 64, more parts than KV blocks) and the public merge of
+// partial states; on the portable kernels, on what automatic selection picks (on sm_90: the sm90 kernel for
+// ragged prefill, beside the portable decode kernel in mixed batches), and on the sm90 kernel alone for
+// everything it takes. Every sequence is checked on every element of O and the LSE against the float64
+// reference of that sequence alone; outputs are poisoned first; split results are bit-identical from run to
+// run and independent of the rest of the batch.
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -18,6 +20,7 @@ namespace {
 
 struct ServingCase {
   std::string name;
+  Backend backend = Backend::portable;  // Options::backend: portable, automatic, or sm90 (then expected to run)
   DType dtype = DType::bf16;
   int d = 128, dv = 128;
   bool causal = false, lse = true;
@@ -37,6 +40,8 @@ struct ServingCase {
   float q_scale = 1;    // |q| elements up to this (large: extreme logits)
   size_t workspace_short = 0;  // bytes fewer than workspace_size() asks for
 };
+
+void PrintTo(const ServingCase& c, std::ostream* os) { *os << c.name; }
 
 struct ServingResult {
   bool passed = true;
@@ -64,6 +69,8 @@ class Serving {
     FA4_CU(cuCtxSynchronize());
     return check();
   }
+
+  Plan plan(const Attention& attention) const { return attention.plan(params_); }
 
   // Every element of O still holds the poison run() was given.
   bool output_untouched() const {
@@ -425,32 +432,86 @@ std::vector<ServingCase> serving_cases() {
   return cases;
 }
 
-// Serving shapes run on the portable kernel (the sm100 kernel serves dense calls only).
-Options portable_options() {
+// The sm90 kernel takes ragged batches and seqused_k (not pages, split-KV or the head dims it lacks): the
+// serving cases it takes, run on it alone (an explicit sm90 runs a mixed batch's decode sequences on its
+// prefill kernel too), and ragged batches of many tiles on every head dim it has: long and short
+// sequences (0, 1, 3 keys; tails; a tile's last rows past its sequence), sq != sk, GQA packed and not,
+// ragged q over a padded dense cache.
+bool sm90_takes(const ServingCase& c) {
+  return !c.paged && c.num_splits <= 1 && !c.workspace && c.d != 32 && !(c.d == 192 && c.dv == 192);
+}
+
+std::vector<ServingCase> sm90_serving_cases() {
+  std::vector<ServingCase> cases;
+  for (ServingCase c : serving_cases())
+    if (sm90_takes(c)) {
+      c.backend = Backend::sm90;
+      cases.push_back(c);
+    }
+  for (bool causal : {false, true})
+    for (auto [d, dv] : {std::pair{64, 64}, {96, 96}, {128, 128}, {192, 128}, {256, 256}}) {
+      ServingCase c;
+      c.backend = Backend::sm90;
+      c.causal = causal, c.d = d, c.dv = dv;
+      c.name = "sm90_ragged_many_tiles_d" + std::to_string(d) + "_" + std::to_string(dv) + (causal ? "_causal" : "_full");
+      c.heads_q = 16, c.heads_kv = d == 128 ? 4 : d == 96 ? 16 : 2;  // packs of 4, none, 8
+      c.dtype = d == 64 ? DType::fp16 : DType::bf16;
+      c.seqlens_q = {1000, 3, 2500, 129, 0, 700, 128, 1, 257};
+      c.seqlens_k = {1000, 3, 2000, 300, 50, 700, 128, 4100, 0};
+      cases.push_back(c);
+    }
+  for (bool causal : {false, true}) {
+    ServingCase c;
+    c.backend = Backend::sm90;
+    c.causal = causal;
+    c.name = std::string("sm90_ragged_q_padded_cache") + (causal ? "_causal" : "_full");
+    c.ragged_k = false, c.cache_slack = 61, c.heads_q = 8, c.heads_kv = 2;
+    c.seqlens_q = {300, 5, 130};
+    c.seqlens_k = {290, 1000, 0};
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+// The same cases as engines run them: automatic selection, first-use self-check on.
+std::vector<ServingCase> automatic_serving_cases() {
+  std::vector<ServingCase> cases = serving_cases();
+  for (ServingCase& c : cases) c.backend = Backend::automatic, c.name += "_auto";
+  return cases;
+}
+
+Options serving_options(Backend backend) {
   Options o = Options::from_env();
-  o.backend = Backend::portable;
+  o.backend = backend;
+  o.self_check = backend == Backend::automatic;  // a wrong result of an explicit kernel must fail here
   return o;
 }
+Options portable_options() { return serving_options(Backend::portable); }
 
 class ServingShapes : public ::testing::TestWithParam<ServingCase> {};
 
 TEST_P(ServingShapes, EverySequenceMatchesItsOwnReference) {
+  const ServingCase& c = GetParam();
+  if (c.backend == Backend::sm90) FA4_REQUIRE_SM90();
   FA4_REQUIRE_GPU();
   PrimaryContext context;
-  Attention attention(portable_options());
-  const ServingCase& c = GetParam();
+  Attention attention(serving_options(c.backend));
   Serving problem(c, std::hash<std::string>{}(c.name));
+  if (c.backend == Backend::sm90) EXPECT_EQ(problem.plan(attention).key.backend, Backend::sm90);
   const ServingResult r = problem.run(attention);
   EXPECT_TRUE(r.passed) << c.name << ": " << r.failures;
-  std::cout << "[serving] " << c.name << ": max |err| " << r.max_error << (r.passed ? "" : "  FAILED") << "\n";
+  std::cout << "[serving] " << c.name << " (" << problem.plan(attention).key.name() << "): max |err| " << r.max_error
+            << (r.passed ? "" : "  FAILED") << "\n";
   if (c.workspace) {  // deterministic: a second run gives the same bits
     const ServingResult again = problem.run(attention);
     EXPECT_EQ(again.o, r.o) << "split-KV results differ from run to run";
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, ServingShapes, ::testing::ValuesIn(serving_cases()),
-                         [](const ::testing::TestParamInfo<ServingCase>& info) { return info.param.name; });
+std::string serving_name(const ::testing::TestParamInfo<ServingCase>& info) { return info.param.name; }
+INSTANTIATE_TEST_SUITE_P(Cases, ServingShapes, ::testing::ValuesIn(serving_cases()), serving_name);
+INSTANTIATE_TEST_SUITE_P(Automatic, ServingShapes, ::testing::ValuesIn(automatic_serving_cases()), serving_name);
+INSTANTIATE_TEST_SUITE_P(Sm90, ServingShapes, ::testing::ValuesIn(sm90_serving_cases()), serving_name);
 
 // A sequence's output does not depend on the rest of the batch: decode sequence 0 alone, then next to
 // others of other lengths, with num_splits 0 and a workspace: the same bits.

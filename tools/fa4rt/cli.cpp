@@ -67,6 +67,7 @@ bool read_config_flag(Flags& flags, KernelConfig& config) {
   else if (f == "--causal") config.causal = true;
   else if (f == "--lse") config.lse = true;
   else if (f == "--qh-per-kv") config.q_heads_per_kv = flags.q_heads_per_kv();
+  else if (f == "--varlen") config.varlen = true;
   else return false;
   return true;
 }

@@ -73,7 +73,8 @@ bool Sm100Backend::supports(const KernelKey& key, std::string* why) const {
     return false;
   };
   if (key.backend != id()) return no(std::string("not a ") + to_string(id()) + " key");
-  const std::string gap = dense_prefill_gap(key, "sm100", kTile, {{64, 64}, {96, 96}, {128, 128}, {192, 128}});
+  const std::string gap = dense_prefill_gap(key, "sm100", kTile, {{64, 64}, {96, 96}, {128, 128}, {192, 128}},
+                                            /*ragged=*/false);
   return gap.empty() || no(gap);
 }
 
@@ -247,7 +248,7 @@ LaunchShape Sm100Backend::launch_shape(const Plan& plan, const fa4k::AttentionAr
 }
 
 int Sm100Backend::tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out) const {
-  return dense_attention_maps(plan, problem, out);
+  return attention_maps(plan, problem, out);
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ class Sm90Backend final : public KernelBackend {
     return tile_grid(plan, scheduled, sm_count);
   }
   int tma_descriptors(const Plan& plan, const Problem& problem, CUtensorMap* out) const override {
-    return dense_attention_maps(plan, problem, out);
+    return attention_maps(plan, problem, out);
   }
 };
 
@@ -63,7 +63,8 @@ bool Sm90Backend::supports(const KernelKey& key, std::string* why) const {
   };
   if (key.backend != id()) return no("not an sm90 key");
   if (key.fault != DebugFault::none) return no("debug faults are built into the sm100 kernel only");
-  const std::string gap = dense_prefill_gap(key, "sm90", kTileM, {{64, 64}, {96, 96}, {128, 128}, {256, 256}, {192, 128}});
+  const std::string gap =
+      dense_prefill_gap(key, "sm90", kTileM, {{64, 64}, {96, 96}, {128, 128}, {256, 256}, {192, 128}}, /*ragged=*/true);
   return gap.empty() || no(gap);
 }
 
@@ -75,11 +76,11 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   p.threads = 384;
   p.tile_m = kTileM;
   p.tile_n = tile_n(key.head_dim, key.causal);
-  // One CTA per SM walks the tiles. Non-causal tiles all cost the same and are dealt out statically; causal
-  // tiles (longest first within each head) are drawn from two int counters in the stream's scratch as CTAs
-  // come free.
+  // One CTA per SM walks the tiles. Non-causal dense tiles all cost the same and are dealt out statically;
+  // causal tiles (longest first within each head) and ragged ones (found on the device, sequence by
+  // sequence) are drawn from two int counters in the stream's scratch as CTAs come free.
   p.persistent = true;
-  if (key.causal) p.scratch_bytes_per_cta = 8;
+  if (key.causal || key.varlen) p.scratch_bytes_per_cta = 8;
   p.rescale_threshold_log2 = 8;  // lazy rescale: P may reach 2^8 before the max (and O) are updated
   p.wait_timeout_ms = 4000;       // the producer's barrier waits trap after this: a hang becomes an error
 
@@ -89,8 +90,9 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   const int box_cols = swizzle / 2;
   const int q_bytes = kTileM * d * 2, o_bytes = kTileM * dv * 2;
   const int k_slot = n * d * 2, v_slot = n * dv * 2;
-  constexpr int kTileSlots = 2;  // tiles the producer announces ahead (the kernel's ring)
-  auto barrier_bytes = [](int stages) { return 8 * (3 + 4 * stages + 2 * kTileSlots) + 4 * kTileSlots; };
+  constexpr int kTileSlots = 2;      // tiles the producer announces ahead (the kernel's ring) ...
+  constexpr int kAnnounceBytes = 64;  // ... each with its sequence and K/V blocks (the kernel's Work)
+  auto barrier_bytes = [](int stages) { return 8 * (3 + 4 * stages + 2 * kTileSlots) + kAnnounceBytes * kTileSlots; };
   auto fits = [&](int stages, bool alias) {
     int end = round_up(q_bytes, 1024) + stages * (k_slot + v_slot);
     if (!alias) end = round_up(end, 1024) + o_bytes;
@@ -131,8 +133,12 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
        "rows 0-63: S = Q K^T (wgmma SS), online softmax, O += P V (wgmma RS) overlapped with the next softmax, "
        "its rows of O normalised into shared memory"},
       {"Consumer1", 4, 4, kConsumerRegs, "rows 64-127, the same"},
-      {"Producer", 8, 1, kProducerRegs, "one thread issues the TMA loads of the K and V rings and Q"},
-      {"Storer", 9, 1, kProducerRegs, "one thread issues the TMA store of O once both consumers staged their rows"},
+      {"Producer", 8, 1, kProducerRegs,
+       "draws the tiles (ragged: finds each one's sequence) and announces them; one thread issues the TMA loads of "
+       "the K and V rings and Q"},
+      {"Storer", 9, 1, kProducerRegs,
+       "one thread issues the TMA store of O once both consumers staged their rows (the warp copies the rows of a "
+       "ragged sequence's last tile)"},
       {"Spare", 10, 2, kProducerRegs, "idle (the producer warpgroup gives its registers to the consumers)"},
   };
   p.barriers = {
@@ -159,10 +165,12 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
           "wgmmas makes ptxas serialize them), so a consumer waits only on loads the producer issued.",
       "The consumers take turns to issue wgmmas (ping-pong) and both hold the same blocks, so their loops must "
       "stay in step: a change that lets one warpgroup skip a block deadlocks the turn barriers.",
-      "Causal tiles are drawn from counters in the stream's scratch, which the last CTA to finish drawing zeroes for "
-      "the next launch: a kernel killed mid-launch (a trap) leaves them set, but a trap also ends the context.",
-      "Fallback: head dims other than (64,64), (96,96), (128,128), (256,256), (192,128), serving shapes (with or without variants) use the "
-      "portable kernels.",
+      "Causal and ragged tiles are drawn from counters in the stream's scratch, which the last CTA to finish drawing "
+      "zeroes for the next launch: a kernel killed mid-launch (a trap) leaves them set, but a trap also ends the context.",
+      "Ragged batches: the producer warp finds each tile's sequence by reading cu_seqlens_q 32 sequences at a time; "
+      "run() never reads them, so lengths that break their rules (decreasing, past total_q) are not caught.",
+      "Fallback: head dims other than (64,64), (96,96), (128,128), (256,256), (192,128), decode-sized sequences, paged "
+      "KV and split-KV use the portable kernels.",
   };
   if (o_aliases_q) p.risks.push_back("O is staged over Q: the next tile's Q load waits for the previous O store.");
   return p;
