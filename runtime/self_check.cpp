@@ -47,8 +47,9 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 // for more than twice as many work tiles as the device has multiprocessors: persistent CTAs walk several
 // tiles, non-persistent grids run in several waves. The key's variants: a window, a softcap that bites on
 // these inputs; with sinks the caller points `sinks` at heads_q device logits. Ragged: the second sequence
-// is shorter on the q side and the first on the k side (each still longer than a decode).
-AttentionParams self_check_problem(const KernelKey& key, int sm_count, std::vector<int32_t>* offsets) {
+// is shorter on the q side and the first on the k side (each still longer than a decode). Paged: pages of
+// 32 keys (smaller than any tile's key block), in shuffled order, three spare.
+AttentionParams self_check_problem(const KernelKey& key, int sm_count, SelfCheckArrays* arrays) {
   AttentionParams p;
   p.batch = 2;
   p.seqlen_q = key.causal ? 421 : 300;
@@ -67,31 +68,57 @@ AttentionParams self_check_problem(const KernelKey& key, int sm_count, std::vect
   p.return_lse = key.lse;
   if (key.softcap) p.softcap = 3.f;
   if (key.window) p.window_left = 260, p.window_right = key.causal ? -1 : 30;  // narrower than the keys, wider than two blocks
+  SelfCheckArrays unused;
+  SelfCheckArrays& a = arrays ? *arrays : unused;
+  a = {};
   if (key.varlen) {
     const int32_t q_lens[2] = {static_cast<int32_t>(p.seqlen_q), static_cast<int32_t>(p.seqlen_q) - 123};
     const int32_t k_lens[2] = {static_cast<int32_t>(p.seqlen_k) - 100, static_cast<int32_t>(p.seqlen_k)};
     p.total_q = q_lens[0] + q_lens[1];
-    p.total_k = k_lens[0] + k_lens[1];
-    if (offsets) *offsets = {0, q_lens[0], q_lens[0] + q_lens[1], 0, k_lens[0], k_lens[0] + k_lens[1]};
+    a.cu_seqlens_q = {0, q_lens[0], q_lens[0] + q_lens[1]};
+    if (key.paged) {
+      a.seqused_k = {k_lens[0], k_lens[1]};
+    } else {
+      p.total_k = k_lens[0] + k_lens[1];
+      a.cu_seqlens_k = {0, k_lens[0], k_lens[0] + k_lens[1]};
+    }
+  }
+  if (key.paged) {
+    p.page_size = 32;
+    p.max_pages_per_seq = ceil_div(p.seqlen_k, p.page_size);
+    p.num_pages = p.batch * p.max_pages_per_seq + 3;
+    std::vector<int32_t> pages(static_cast<size_t>(p.num_pages));
+    for (size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<int32_t>(i * 7919 % pages.size());  // 7919: prime
+    a.page_table.assign(pages.begin(), pages.begin() + p.batch * p.max_pages_per_seq);
   }
   return p;
 }
 
 std::string compare_with_reference(const KernelKey& key, int sm_count, const SelfCheckLaunch& launch) {
-  std::vector<int32_t> offsets;
-  AttentionParams p = self_check_problem(key, sm_count, &offsets);
-  const size_t rows_q = key.varlen ? p.total_q : p.batch * p.seqlen_q, rows_k = key.varlen ? p.total_k : p.batch * p.seqlen_k;
+  SelfCheckArrays arrays;
+  AttentionParams p = self_check_problem(key, sm_count, &arrays);
+  const size_t rows_q = key.varlen ? p.total_q : p.batch * p.seqlen_q;
+  const size_t rows_k = key.paged ? p.num_pages * p.page_size : key.varlen ? p.total_k : p.batch * p.seqlen_k;
   const size_t nq = rows_q * p.heads_q * p.head_dim;
   const size_t nk = rows_k * p.heads_kv * p.head_dim;
   const size_t nv = rows_k * p.heads_kv * p.head_dim_v;
   const size_t no = rows_q * p.heads_q * p.head_dim_v;
   const size_t nl = rows_q * p.heads_q;
   DeviceMemory q(nq * 2), k(nk * 2), v(nv * 2), o_candidate(no * 2), o_reference(no * 2), lse_candidate(nl * 4),
-      lse_reference(nl * 4), cu_seqlens(std::max<size_t>(offsets.size(), 1) * 4);
-  if (key.varlen) {
-    check_cu(driver().cuMemcpyHtoD(cu_seqlens.ptr, offsets.data(), offsets.size() * 4), "cuMemcpyHtoD (self-check)");
-    p.cu_seqlens_q = static_cast<const int32_t*>(cu_seqlens.get());
-    p.cu_seqlens_k = p.cu_seqlens_q + p.batch + 1;
+      lse_reference(nl * 4);
+  // The device arrays, back to back in one buffer.
+  const std::vector<int32_t>* lists[4] = {&arrays.cu_seqlens_q, &arrays.cu_seqlens_k, &arrays.seqused_k, &arrays.page_table};
+  const int32_t** fields[4] = {&p.cu_seqlens_q, &p.cu_seqlens_k, &p.seqused_k, &p.page_table};
+  size_t ints = 1;
+  for (const std::vector<int32_t>* list : lists) ints += list->size();
+  DeviceMemory device_ints(ints * 4);
+  size_t at = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (lists[i]->empty()) continue;
+    const CUdeviceptr where = device_ints.ptr + at * 4;
+    check_cu(driver().cuMemcpyHtoD(where, lists[i]->data(), lists[i]->size() * 4), "cuMemcpyHtoD (self-check)");
+    *fields[i] = reinterpret_cast<const int32_t*>(where);
+    at += lists[i]->size();
   }
 
   std::mt19937 rng(20261130);
@@ -176,6 +203,7 @@ std::vector<std::string> child_args(const SelfCheckRequest& r) {
   if (c.softcap) a.push_back("--softcap");
   if (c.sinks) a.push_back("--sinks");
   if (c.varlen) a.push_back("--varlen");
+  if (c.paged) a.push_back("--paged");
   if (!o.disk_cache) a.push_back("--no-disk-cache");
   if (!o.allow_jit) a.push_back("--no-jit");
   if (!o.cache_dir.empty()) a.insert(a.end(), {"--cache-dir", o.cache_dir});
@@ -287,6 +315,7 @@ int run_self_check_child(const std::vector<std::string>& args) {
       else if (flag == "--softcap") config.softcap = true;
       else if (flag == "--sinks") config.sinks = true;
       else if (flag == "--varlen") config.varlen = true;
+      else if (flag == "--paged") config.paged = true;
       else if (flag == "--fault") options.debug_fault = fault_from_string(value());
       else if (flag == "--emulation") options.emulation = value() == "adversarial" ? Emulation::adversarial : Emulation::strict;
       else if (flag == "--seed") options.emulation_seed = static_cast<unsigned>(number());

@@ -19,10 +19,15 @@
 
 namespace fa4::detail {
 
-// The check's problem for a key on a device with `sm_count` multiprocessors. A ragged key's (varlen) problem
-// is a ragged batch: its cu_seqlens_q then cu_seqlens_k go to *offsets, for the caller to place on the
-// device and point the params at (as it does for the sinks).
-AttentionParams self_check_problem(const KernelKey& key, int sm_count, std::vector<int32_t>* offsets = nullptr);
+// The device arrays of a ragged (varlen) or paged check problem, for the caller to place on the device and
+// point the params at (as it does for the sinks); empty where unused.
+struct SelfCheckArrays {
+  std::vector<int32_t> cu_seqlens_q, cu_seqlens_k, seqused_k, page_table;
+};
+
+// The check's problem for a key on a device with `sm_count` multiprocessors: a ragged batch for a varlen key,
+// a paged cache for a paged one.
+AttentionParams self_check_problem(const KernelKey& key, int sm_count, SelfCheckArrays* arrays = nullptr);
 
 // launch(candidate, problem, stream) enqueues the candidate (true) or the reference (false) kernel.
 using SelfCheckLaunch = std::function<void(bool candidate, const Problem& problem, CUstream stream)>;

@@ -100,17 +100,23 @@ CUtensorMap make_tma_descriptor(const TmaTensor& t, const TmaBoxSpec& box) {
 int attention_maps(const Plan& plan, const Problem& problem, CUtensorMap* out) {
   const AttentionParams& p = problem.params;
   const int pack = plan.key.gqa_pack;
+  // Paged K/V: boxes of one piece of a block inside a page (the kernel loads a block piece by piece).
+  int page_log2 = 0;
+  while (p.page_table && (int64_t{1} << page_log2) < p.page_size) ++page_log2;
   auto box = [&](const std::string& name) {
     for (const TmaBox& b : plan.tma)
-      if (b.tensor == name) return TmaBoxSpec{b.box_cols, b.box_rows, b.swizzle_bytes, name == "Q" || name == "O" ? pack : 1};
+      if (b.tensor == name) {
+        const bool kv = name == "K" || name == "V";
+        return TmaBoxSpec{b.box_cols, kv && p.page_table ? fa4k::paged_piece_rows(b.box_rows, page_log2) : b.box_rows,
+                          b.swizzle_bytes, kv ? 1 : pack};
+      }
     throw Error(ErrorCode::internal, "plan has no TMA box for " + name);
   };
-  // A ragged side is one batch of packed rows (the kernel adds a sequence's row offset to its coordinates).
-  auto tensor = [&](const char* name, const void* ptr, bool ragged, int64_t seq, int64_t heads, int64_t dim, const Strides& st,
+  auto tensor = [&](const char* name, const void* ptr, int64_t batch, int64_t seq, int64_t heads, int64_t dim, const Strides& st,
                     int64_t group) {
     TmaTensor t;
     t.ptr = ptr;
-    t.batch = ragged ? 1 : p.batch;
+    t.batch = batch;
     t.seq = seq;
     t.heads = heads;
     t.dim = dim;
@@ -123,13 +129,16 @@ int attention_maps(const Plan& plan, const Problem& problem, CUtensorMap* out) {
     return t;
   };
   // Q and O as 5-D maps {dim, head in pack, head group, seq, batch}: one box = 128/pack tokens x pack heads.
-  const bool ragged_q = p.cu_seqlens_q, ragged_k = p.cu_seqlens_k;
-  const int64_t q_rows = ragged_q ? std::max<int64_t>(p.total_q, 1) : p.seqlen_q;
-  const int64_t k_rows = ragged_k ? std::max<int64_t>(p.total_k, 1) : p.seqlen_k;
-  out[0] = make_tma_descriptor(tensor("q", p.q, ragged_q, q_rows, p.heads_q, p.head_dim, p.q_stride, pack), box("Q"));
-  out[1] = make_tma_descriptor(tensor("k", p.k, ragged_k, k_rows, p.heads_kv, p.head_dim, p.k_stride, 0), box("K"));
-  out[2] = make_tma_descriptor(tensor("v", p.v, ragged_k, k_rows, p.heads_kv, p.head_dim_v, p.v_stride, 0), box("V"));
-  out[3] = make_tma_descriptor(tensor("o", p.o, ragged_q, q_rows, p.heads_q, p.head_dim_v, p.o_stride, pack), box("O"));
+  // Batch and rows of each side: dense [batch, seqlen]; ragged one batch of total rows (the kernel adds a
+  // sequence's row offset to its coordinates); paged [num_pages, page_size].
+  const bool ragged_q = p.cu_seqlens_q, ragged_k = p.cu_seqlens_k && !p.page_table;
+  const int64_t q_batch = ragged_q ? 1 : p.batch, q_rows = ragged_q ? std::max<int64_t>(p.total_q, 1) : p.seqlen_q;
+  const int64_t k_batch = p.page_table ? p.num_pages : ragged_k ? 1 : p.batch;
+  const int64_t k_rows = p.page_table ? p.page_size : ragged_k ? std::max<int64_t>(p.total_k, 1) : p.seqlen_k;
+  out[0] = make_tma_descriptor(tensor("q", p.q, q_batch, q_rows, p.heads_q, p.head_dim, p.q_stride, pack), box("Q"));
+  out[1] = make_tma_descriptor(tensor("k", p.k, k_batch, k_rows, p.heads_kv, p.head_dim, p.k_stride, 0), box("K"));
+  out[2] = make_tma_descriptor(tensor("v", p.v, k_batch, k_rows, p.heads_kv, p.head_dim_v, p.v_stride, 0), box("V"));
+  out[3] = make_tma_descriptor(tensor("o", p.o, q_batch, q_rows, p.heads_q, p.head_dim_v, p.o_stride, pack), box("O"));
   return 4;
 }
 

@@ -118,7 +118,7 @@ struct AttentionArgs {
 
 // Sequence `batch` of a call: the query rows it has and the keys it sees (from the device arrays when the
 // call is ragged or has seqused_k, else the dense shape), and its first row in a ragged q/o and k/v (0 when
-// that side is dense: the batch index then selects the sequence).
+// that side is dense, the batch index then selecting the sequence, or paged).
 struct SequenceSpan {
   int seqlen_q, seqlen_k;
   int q_row0, k_row0;
@@ -127,9 +127,19 @@ FA4_PARAMS_HD SequenceSpan sequence_span(const AttentionArgs& a, int batch) {
   SequenceSpan s;
   s.q_row0 = a.cu_seqlens_q ? a.cu_seqlens_q[batch] : 0;
   s.seqlen_q = a.cu_seqlens_q ? a.cu_seqlens_q[batch + 1] - s.q_row0 : a.seqlen_q;
-  s.k_row0 = a.cu_seqlens_k ? a.cu_seqlens_k[batch] : 0;
-  s.seqlen_k = a.seqused_k ? a.seqused_k[batch] : a.cu_seqlens_k ? a.cu_seqlens_k[batch + 1] - s.k_row0 : a.seqlen_k;
+  s.k_row0 = a.cu_seqlens_k && !a.page_table ? a.cu_seqlens_k[batch] : 0;
+  s.seqlen_k = a.seqused_k      ? a.seqused_k[batch]
+               : a.cu_seqlens_k ? a.cu_seqlens_k[batch + 1] - a.cu_seqlens_k[batch]
+                                : a.seqlen_k;
   return s;
+}
+
+// A paged K/V block of the TMA kernels (sm90) loads in pieces of this many keys, each inside one page: the
+// page size, at most the largest power of two dividing the block's tile_n keys. The host builds the K and V
+// maps with boxes of this many rows.
+FA4_PARAMS_HD int paged_piece_rows(int tile_n, int page_size_log2) {
+  const int pow2 = tile_n & -tile_n;
+  return (1 << page_size_log2) < pow2 ? 1 << page_size_log2 : pow2;
 }
 
 // The combine kernel's argument block: merges n partial states (O_s, LSE_s) of the same rows into O (and

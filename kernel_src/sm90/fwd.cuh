@@ -7,13 +7,14 @@
 // every K/V block its rows see, highest block first (the masked ones come first). Non-causal dense tiles are
 // dealt out statically; causal tiles, longest first within each head, and ragged tiles (kVarlen: sequence by
 // sequence, lengths from the device arrays) are taken from a counter in the stream's scratch as CTAs come
-// free. The producer warp picks each tile, finds its sequence and K/V blocks, and announces all of it to the
+// free. The scheduler warp picks each tile, finds its sequence and K/V blocks, and announces all of it to the
 // other roles through a small shared-memory ring. 12 warps:
 //   0-3 Consumer0, 4-7 Consumer1: rows 0-63 and 64-127 of the tile (the wgmma M of 64)
-//   8 Producer: draws and decodes the tiles; one thread issues the TMA loads (Q once per tile; K and V rings)
+//   8 Producer: one thread issues the TMA loads (Q once per tile; K and V rings; paged: piece by piece)
 //   9 Storer: one thread issues the TMA store of each tile's O, so no consumer waits for it (the last tile
 //     of a ragged sequence: the warp stores its rows, so that none lands in the next sequence's)
-//   10-11 idle; setmaxnreg moves the warpgroup's registers to the consumers, which hold S, P and O at once
+//   10 Scheduler: draws and decodes the tiles (a role of its own: the producer warpgroup's registers are few)
+//   11 idle; setmaxnreg moves the warpgroup's registers to the consumers, which hold S, P and O at once
 // A consumer overlaps its softmax of block j with its own PV of block j-1 on the tensor cores:
 //   issue S_j = Q K_j^T, issue O += P_(j-1) V_(j-1); wait for S_j; softmax (max, exp2, row sum);
 //   wait for the PV; O *= exp2(m_old - m_new); P_j = bf16(S_j).
@@ -46,8 +47,9 @@ constexpr float kLn2 = 0.6931471805599453f;
 constexpr u32 kConsumerThreads = 2 * 128;
 constexpr u32 kStoreBarrier = 1;  // named barrier: both consumers' O rows are staged (0 is __syncthreads)
 constexpr u32 kTurnBarrier = 2;   // 2 + w: consumer w may issue its wgmmas
+constexpr u32 kTailBarrier = 4;   // a tile's top V block is cleaned past its sequence (clean_v_tail)
 constexpr int kTileSlots = 2;     // announced tiles in flight
-constexpr u32 kTileReaders = 8 + 1;  // consumer warps and the storer
+constexpr u32 kTileReaders = 8 + 1 + 1;  // consumer warps, the storer and the producer
 // Causal tiles differ in length, and a ragged batch's tiles are found only on the device: hand them out as
 // CTAs come free.
 constexpr bool kDynamicTiles = kCausal || kVarlen;
@@ -237,16 +239,23 @@ __device__ __forceinline__ bool next_work(const fa4k::AttentionArgs& a, TileSour
   return true;
 }
 
-// The other roles follow the producer's announcements.
+// The other roles follow the scheduler's announcements: next() copies the next tile; or peek() waits for
+// it and leaves it in shared memory until release() (a role with few registers reads it there).
 struct TileFeed {
   int slot = 0;
   u32 phase = 0;
-  __device__ Work next(Barriers& b) {
+  __device__ const Work& peek(Barriers& b) {
     mbarrier_wait_parity(&b.tile_full[slot], phase);
-    const Work w = b.tile[slot];
+    return b.tile[slot];
+  }
+  __device__ void release(Barriers& b) {
     __syncwarp();
     if (threadIdx.x % 32 == 0) mbarrier_arrive(&b.tile_empty[slot]);
     if (++slot == kTileSlots) slot = 0, phase ^= 1;
+  }
+  __device__ Work next(Barriers& b) {
+    const Work w = peek(b);
+    release(b);
     return w;
   }
 };
@@ -261,63 +270,111 @@ __device__ __forceinline__ int q_batch_of(const fa4k::AttentionArgs& a, const Wo
   return kVarlen && a.cu_seqlens_q ? 0 : w.batch;
 }
 __device__ __forceinline__ int kv_batch_of(const fa4k::AttentionArgs& a, const Work& w) {
-  return kVarlen && a.cu_seqlens_k ? 0 : w.batch;
+  return kVarlen && a.cu_seqlens_k ? 0 : w.batch;  // (paged: the page, per piece)
 }
 __device__ __forceinline__ int first_token(const Work& w) { return w.seq.q_row0 + w.m_block * kM / kPack; }
 
-// ---- Producer ----------------------------------------------------------------------------------------
-// The warp draws and announces the tiles; one thread loads K and V of each block into the rings (K first: S
-// needs it first), and the tile's Q after the first block's K and V, so they load while the previous tile's
-// O store still holds a Q buffer it shares.
+// ---- Producer and scheduler ----------------------------------------------------------------------------
+// The producer loads K and V of each announced tile's blocks into the rings (K first: S needs it first), and
+// the tile's Q after the first block's K and V, so they load while the previous tile's O store still holds a
+// Q buffer it shares. One thread issues the copies.
+
+// K or V rows [row, row + kN) of a kv head into a ring slot, one TMA box per kBoxCols columns. Paged
+// (kPaged), `row` and `batch` are lane p's slot and page of the block's piece p (paged_piece_rows keys,
+// inside one page), each piece its own boxes.
+__device__ __forceinline__ void load_kv_block(char* dst, const TmaDescriptor* map, u64* full, int dim, int kv_head, int row,
+                                              int batch, int piece) {
+  const bool leader = threadIdx.x % 32 == 0;
+  for (int p = 0; p < kN / piece; ++p) {
+    const int r = kPaged ? __shfl_sync(0xffffffffu, row, p) : row, n = kPaged ? __shfl_sync(0xffffffffu, batch, p) : batch;
+    if (leader)
+      for (int box = 0; box < dim / kBoxCols; ++box)
+        tma_load_4d(dst + box * kN * kSpan + p * piece * kSpan, map, full, box * kBoxCols, kv_head, r, n);
+  }
+}
+
+// Paged: lane p's piece of the K/V block at key `key0` of sequence `sequence`: its page (outside the cache
+// past the table's row, which loads zeros) and its slot in the page.
+struct PagedPiece {
+  int page, slot;
+};
+__device__ __forceinline__ PagedPiece paged_piece(const fa4k::AttentionArgs& a, int sequence, int key0, int log2, int piece) {
+  const int key = key0 + static_cast<int>(threadIdx.x % 32) * piece, index = key >> log2;
+  PagedPiece p;
+  p.page = key < key0 + kN && index < a.max_pages_per_seq
+               ? a.page_table[static_cast<long long>(sequence) * a.max_pages_per_seq + index]
+               : -1;
+  p.slot = key & ((1 << log2) - 1);
+  return p;
+}
+
 __device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Smem& sm, const Work& w, Ring& ring, u32 tile_phase,
                                           const TmaDescriptor* tq, const TmaDescriptor* tk, const TmaDescriptor* tv) {
   Barriers& b = sm.bars();
-  const int kv_head = kv_head_of(a, w), kv_batch = kv_batch_of(a, w);
+  const bool leader = threadIdx.x % 32 == 0;
+  const int kv_head = kv_head_of(a, w);
+  const int log2 = kPaged ? a.page_size_log2 : 0, piece = kPaged ? fa4k::paged_piece_rows(kN, log2) : kN;
+  const int top = w.seq.k_row0 + w.blocks.n_first * kN;  // the first block's first key (row)
+  // Paged: each block's pages are looked up one block ahead, so the table read hides behind the waits.
+  PagedPiece next = kPaged ? paged_piece(a, w.batch, top, log2, piece) : PagedPiece{top, kv_batch_of(a, w)};
   for (int j = 0; j < w.blocks.n_blocks; ++j) {
-    const int key0 = w.seq.k_row0 + (w.blocks.n_first - j) * kN;
+    const PagedPiece here = next;
+    if (kPaged && j + 1 < w.blocks.n_blocks) next = paged_piece(a, w.batch, top - (j + 1) * kN, log2, piece);
+    const int row = kPaged ? here.slot : top - j * kN, batch = kPaged ? here.page : here.slot;
     wait<true>(&b.k_empty[ring.index], ring.phase ^ 1);
-    mbarrier_arrive_expect_tx(&b.k_full[ring.index], kN * kD * 2);
-    for (int box = 0; box < kD / kBoxCols; ++box)
-      tma_load_4d(sm.k(ring.index) + box * kN * kSpan, tk, &b.k_full[ring.index], box * kBoxCols, kv_head, key0, kv_batch);
+    if (leader) mbarrier_arrive_expect_tx(&b.k_full[ring.index], kN * kD * 2);
+    load_kv_block(sm.k(ring.index), tk, &b.k_full[ring.index], kD, kv_head, row, batch, piece);
     wait<true>(&b.v_empty[ring.index], ring.phase ^ 1);
-    mbarrier_arrive_expect_tx(&b.v_full[ring.index], kN * kDv * 2);
-    for (int box = 0; box < kDv / kBoxCols; ++box)
-      tma_load_4d(sm.v(ring.index) + box * kN * kSpan, tv, &b.v_full[ring.index], box * kBoxCols, kv_head, key0, kv_batch);
+    if (leader) mbarrier_arrive_expect_tx(&b.v_full[ring.index], kN * kDv * 2);
+    load_kv_block(sm.v(ring.index), tv, &b.v_full[ring.index], kDv, kv_head, row, batch, piece);
     ring.advance();
     if (j == 0) {
       wait<true>(&b.q_empty, tile_phase ^ 1);
-      mbarrier_arrive_expect_tx(&b.q_full, kM * kD * 2);
-      for (int box = 0; box < kD / kBoxCols; ++box)
-        tma_load_5d(sm.q() + box * kM * kSpan, tq, &b.q_full, box * kBoxCols, 0, w.group, first_token(w), q_batch_of(a, w));
+      if (leader) {
+        mbarrier_arrive_expect_tx(&b.q_full, kM * kD * 2);
+        for (int box = 0; box < kD / kBoxCols; ++box)
+          tma_load_5d(sm.q() + box * kM * kSpan, tq, &b.q_full, box * kBoxCols, 0, w.group, first_token(w), q_batch_of(a, w));
+      }
     }
+  }
+}
+
+// The scheduler warp: draws, decodes and announces every tile, then announces the end.
+__device__ __forceinline__ void scheduler(const fa4k::AttentionArgs& a, const Smem& sm) {
+  Barriers& b = sm.bars();
+  TileSource source;
+  VarlenCursor cursor;
+  int slot = 0;
+  u32 slot_phase = 0;
+  for (bool more = true; more;) {
+    Work w;
+    more = next_work(a, source, cursor, w);
+    if (!more) {
+      source.finish(a);
+      w.m_block = -1;
+    }
+    if (threadIdx.x % 32 == 0) {
+      wait<true>(&b.tile_empty[slot], slot_phase ^ 1);
+      b.tile[slot] = w;
+      mbarrier_arrive(&b.tile_full[slot]);  // release: the readers' acquire sees the tile
+    }
+    __syncwarp();
+    if (++slot == kTileSlots) slot = 0, slot_phase ^= 1;
   }
 }
 
 __device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* tq, const TmaDescriptor* tk,
                                          const TmaDescriptor* tv) {
   Barriers& b = sm.bars();
-  const bool leader = threadIdx.x % 32 == 0;
   Ring ring;
-  TileSource source;
-  VarlenCursor cursor;
-  int slot = 0;
-  u32 slot_phase = 0;
-  for (u32 tile_phase = 0;; tile_phase ^= 1) {
-    Work w;
-    const bool more = next_work(a, source, cursor, w);
-    if (!more) {
-      source.finish(a);
-      w.m_block = -1;
-    }
-    if (leader) {
-      wait<true>(&b.tile_empty[slot], slot_phase ^ 1);
-      b.tile[slot] = w;
-      mbarrier_arrive(&b.tile_full[slot]);  // release: the readers' acquire sees the tile
-      if (more) load_tile(a, sm, w, ring, tile_phase, tq, tk, tv);
-    }
-    __syncwarp();
-    if (++slot == kTileSlots) slot = 0, slot_phase ^= 1;
-    if (!more) break;
+  TileFeed feed;
+  u32 tile_phase = 0;
+  for (;; tile_phase ^= 1) {
+    const Work& w = feed.peek(b);
+    const bool done = w.m_block < 0;
+    if (!done) load_tile(a, sm, w, ring, tile_phase, tq, tk, tv);
+    feed.release(b);
+    if (done) break;
   }
 }
 
@@ -328,7 +385,7 @@ __device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Sme
 // copies its own rows instead.
 __device__ __forceinline__ void store_rows(const fa4k::AttentionArgs& a, const char* o_tile, const Work& w, int rows) {
   constexpr int kChunks = kDv / 8;  // 16-byte chunks per row
-#pragma unroll 1  // the producer warpgroup's 40 registers
+#pragma unroll 1  // the producer warpgroup's few registers
   for (int i = threadIdx.x % 32; i < rows * kChunks; i += 32) {
     const int r = i / kChunks, col = i % kChunks * 8;
     const int head = kPack > 1 ? w.group * kPack + r % kPack : w.group;
@@ -480,6 +537,28 @@ __device__ __forceinline__ void fence_operands(float (&o)[kDv / 2], u32 (&p)[kN 
   wgmma_fence();
 }
 
+// A ragged, padded or paged cache (kVarlen, kPaged) has rows past a sequence's keys in the tile's top K/V
+// block: the next sequence's, or a cache's unused slots, which may hold anything, NaN included. Their scores are masked, so
+// P is 0 there, but 0 * NaN is NaN: before the block's PV, consumer 0 zeroes those V rows (whole swizzled
+// rows, every box) and both consumers meet (outside the turns, so neither waits on the other's turn).
+__device__ __forceinline__ void clean_v_tail(char* v_tile, const Work& w, int wg) {
+  if constexpr (kVarlen || kPaged) {
+    const int valid = w.seq.seqlen_k - w.blocks.n_first * kN;  // rows of the top block inside the sequence
+    if (valid >= kN) return;
+    if (wg == 0) {
+      constexpr int kChunks = kSpan / 16;  // 16-byte chunks per row of a box
+      const int rows = kN - valid;
+#pragma unroll 1
+      for (int i = threadIdx.x % 128; i < rows * (kDv / kBoxCols) * kChunks; i += 128) {
+        const int chunk = i % kChunks, row = valid + i / kChunks % rows, box = i / (kChunks * rows);
+        *reinterpret_cast<uint4*>(v_tile + box * kN * kSpan + row * kSpan + chunk * 16) = make_uint4(0, 0, 0, 0);
+      }
+      fence_proxy_async_shared();  // the zeros are visible to the wgmmas (async proxy)
+    }
+    named_barrier_sync(kTailBarrier, kConsumerThreads);
+  }
+}
+
 // One arrival per consumer warp (the Plan's arrival counts): the warp's wgmmas that read the buffer are complete.
 __device__ __forceinline__ void release(u64* bar) {
   __syncwarp();
@@ -534,6 +613,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
       // them when a spin loop sits between fence and issue).
       wait<false>(&b.k_full[ring.index], ring.phase);
       wait<false>(&b.v_full[v_pos.index], v_pos.phase);
+      if (j == 1) clean_v_tail(sm.v(v_pos.index), w, wg);
       take_turn(wg);
       fence_registers(s);
       fence_operands(o, p);
@@ -558,6 +638,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     }
     // The last block's PV.
     wait<false>(&b.v_full[v_pos.index], v_pos.phase);
+    if (w.blocks.n_blocks == 1) clean_v_tail(sm.v(v_pos.index), w, wg);
     fence_operands(o, p);
     issue_pv(o, p, sm.v(v_pos.index), w.blocks.n_blocks > 1);
     wgmma_commit();
@@ -637,6 +718,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
     setmaxnreg_dec<kRoleProducerRegs>();
     if (warp == kRoleProducerFirstWarp) producer(args, sm, &tma_q, &tma_k, &tma_v);
     if (warp == kRoleStorerFirstWarp) storer(args, sm, &tma_o);
+    if (warp == kRoleSchedulerFirstWarp) scheduler(args, sm);
   } else {
     setmaxnreg_inc<kRoleConsumer0Regs>();
     consumer(args, sm, warp < kRoleConsumer1FirstWarp ? 0 : 1);

@@ -19,16 +19,17 @@ namespace fa4 {
 namespace {
 
 // The fast kernels' keys (every configuration, GQA packed or not, with and without each variant, dense and,
-// where the backend takes them, ragged).
+// where the backend takes them, ragged and paged).
 std::vector<KernelKey> fast_kernel_keys() {
   std::vector<KernelKey> keys;
   for (Backend b : {Backend::sm100, Backend::sm100_emulated, Backend::sm90})
     for (int qh : {1, 3, 4, 8, 16})
       for (const KernelConfig& c : supported_configs(b, b == Backend::sm100 ? 100 : 90))
-        for (int variant = 0; variant < 16; ++variant) {
+        for (int variant = 0; variant < 32; ++variant) {
           KernelConfig g = c;
           g.q_heads_per_kv = qh;
           g.softcap = variant & 1, g.sinks = variant & 2, g.window = variant & 4, g.varlen = variant & 8;
+          g.paged = variant & 16;
           const KernelKey key = detail::key_for_config(g, g.arch);
           if (detail::supports(key, nullptr)) keys.push_back(key);
         }
@@ -39,20 +40,30 @@ TEST(SelfCheck, ProblemCoversPersistentGridsTailsAndEmptyRowsAndSelectsTheKey) {
   for (int sm_count : {132, 148}) {
     for (const KernelKey& key : fast_kernel_keys()) {
       SCOPED_TRACE(key.name() + " on " + std::to_string(sm_count) + " SMs");
-      std::vector<int32_t> offsets;
-      AttentionParams p = detail::self_check_problem(key, sm_count, &offsets);
+      detail::SelfCheckArrays arrays;
+      AttentionParams p = detail::self_check_problem(key, sm_count, &arrays);
       if (key.sinks) p.sinks = reinterpret_cast<const float*>(0xb00000000);  // the caller's device logits
-      if (key.varlen) {  // the caller's device offsets: two sequences of other lengths, within the maxima
-        ASSERT_EQ(offsets.size(), 6u);
-        EXPECT_EQ(offsets[2], p.total_q);
-        EXPECT_EQ(offsets[5], p.total_k);
+      if (key.varlen) {  // the caller's device arrays: two sequences of other lengths, within the maxima
+        ASSERT_EQ(arrays.cu_seqlens_q.size(), 3u);
+        EXPECT_EQ(arrays.cu_seqlens_q[2], p.total_q);
+        const std::vector<int32_t>& k = key.paged ? arrays.seqused_k : arrays.cu_seqlens_k;
         for (int i = 0; i < 2; ++i) {
-          EXPECT_LE(offsets[i + 1] - offsets[i], p.seqlen_q);
-          EXPECT_LE(offsets[i + 4] - offsets[i + 3], p.seqlen_k);
-          EXPECT_GT(offsets[i + 1] - offsets[i], kDecodeMaxRows) << "no sequence is decode-sized";
+          EXPECT_LE(arrays.cu_seqlens_q[i + 1] - arrays.cu_seqlens_q[i], p.seqlen_q);
+          EXPECT_LE(key.paged ? k[i] : k[i + 1] - k[i], p.seqlen_k);
+          EXPECT_GT(arrays.cu_seqlens_q[i + 1] - arrays.cu_seqlens_q[i], kDecodeMaxRows) << "no sequence is decode-sized";
         }
         p.cu_seqlens_q = reinterpret_cast<const int32_t*>(0xc00000000);
-        p.cu_seqlens_k = reinterpret_cast<const int32_t*>(0xd00000000);
+        (key.paged ? p.seqused_k : p.cu_seqlens_k) = reinterpret_cast<const int32_t*>(0xd00000000);
+      }
+      if (key.paged) {  // every page once, shuffled, smaller than a key block
+        ASSERT_EQ(arrays.page_table.size(), static_cast<size_t>(p.batch * p.max_pages_per_seq));
+        std::vector<int32_t> sorted = arrays.page_table;
+        std::sort(sorted.begin(), sorted.end());
+        EXPECT_TRUE(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
+        EXPECT_GE(sorted.front(), 0);
+        EXPECT_LT(sorted.back(), p.num_pages);
+        EXPECT_NE(arrays.page_table, sorted) << "shuffled";
+        p.page_table = reinterpret_cast<const int32_t*>(0xe00000000);
       }
       p.q = p.k = p.v = reinterpret_cast<const void*>(0x10000000);
       p.o = reinterpret_cast<void*>(0x900000000);

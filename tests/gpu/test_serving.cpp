@@ -30,7 +30,8 @@ struct ServingCase {
   bool paged = false;
   int page_size = 64;
   bool share_pages = false;  // sequences 0 and 1 share their first pages (a common prefix)
-  int cache_slack = 0;       // keys stored past each sequence's used length (seqused_k)
+  int cache_slack = 0;       // keys stored past each sequence's used length (seqused_k); they, and every page
+                             // slot no sequence uses, hold NaN (an engine's unused cache slots hold anything)
   int num_splits = 1;
   bool workspace = false;
   int window_left = -1, window_right = -1;  // variants (AttentionParams)
@@ -125,6 +126,11 @@ class Serving {
       num_pages_ = pool;
       k_pool_ = random_halves(c_.dtype, static_cast<size_t>(pool) * ps * hkv * c_.d, 1.f, rng_());
       v_pool_ = random_halves(c_.dtype, static_cast<size_t>(pool) * ps * hkv * c_.dv, 1.f, rng_());
+      std::vector<bool> used(static_cast<size_t>(pool) * ps, false);
+      for (int i = 0; i < b; ++i)
+        for (int j = 0; j < c_.seqlens_k[i]; ++j) used[static_cast<size_t>(table_[static_cast<size_t>(i) * max_pages_ + j / ps]) * ps + j % ps] = true;
+      for (size_t slot = 0; slot < used.size(); ++slot)
+        if (!used[slot]) poison_keys(slot * hkv, hkv);
       for (int i = 0; i < b; ++i)  // each sequence's logical keys, read back through its table
         for (int j = 0; j < c_.seqlens_k[i]; ++j) {
           const int page = table_[static_cast<size_t>(i) * max_pages_ + j / ps], slot = j % ps;
@@ -140,6 +146,8 @@ class Serving {
       v_pool_ = random_halves(c_.dtype, static_cast<size_t>(std::max(stored_rows, 1)) * hkv * c_.dv, 1.f, rng_());
       for (int i = 0; i < b; ++i) {
         const size_t row0 = c_.ragged_k ? cu_k_[i] : static_cast<size_t>(i) * stored_max;
+        const size_t stored = c_.ragged_k ? cu_k_[i + 1] - cu_k_[i] : stored_max;
+        poison_keys((row0 + c_.seqlens_k[i]) * hkv, (stored - c_.seqlens_k[i]) * hkv);
         for (int j = 0; j < c_.seqlens_k[i]; ++j) {
           const size_t r = (row0 + j) * hkv;
           k_seq_[i].insert(k_seq_[i].end(), &k_pool_[r * c_.d], &k_pool_[(r + hkv) * c_.d]);
@@ -209,6 +217,13 @@ class Serving {
     p.num_splits = c_.num_splits;
     p.window_left = c_.window_left, p.window_right = c_.window_right, p.softcap = c_.softcap;
     p.sinks = c_.sinks ? static_cast<const float*>(sinks_dev_.get()) : nullptr;
+  }
+
+  // `rows` K and V rows (one head each) from `first` on hold NaN.
+  void poison_keys(size_t first, size_t rows) {
+    const uint16_t nan = c_.dtype == DType::bf16 ? 0x7fc0 : 0x7e00;
+    std::fill(k_pool_.begin() + first * c_.d, k_pool_.begin() + (first + rows) * c_.d, nan);
+    std::fill(v_pool_.begin() + first * c_.dv, v_pool_.begin() + (first + rows) * c_.dv, nan);
   }
 
   ServingResult check() {
@@ -432,13 +447,14 @@ std::vector<ServingCase> serving_cases() {
   return cases;
 }
 
-// The sm90 kernel takes ragged batches and seqused_k (not pages, split-KV or the head dims it lacks): the
-// serving cases it takes, run on it alone (an explicit sm90 runs a mixed batch's decode sequences on its
-// prefill kernel too), and ragged batches of many tiles on every head dim it has: long and short
+// The sm90 kernel takes ragged batches, seqused_k and paged caches (not split-KV or the head dims it lacks):
+// the serving cases it takes, run on it alone (an explicit sm90 runs a mixed batch's decode sequences on
+// its prefill kernel too), and ragged batches of many tiles on every head dim it has: long and short
 // sequences (0, 1, 3 keys; tails; a tile's last rows past its sequence), sq != sk, GQA packed and not,
-// ragged q over a padded dense cache.
+// ragged q over a padded dense cache, ragged K/V with slack (NaN past every sequence's keys), paged caches
+// whose pages are smaller than a key block, equal to it, and larger, with blocks across page boundaries.
 bool sm90_takes(const ServingCase& c) {
-  return !c.paged && c.num_splits <= 1 && !c.workspace && c.d != 32 && !(c.d == 192 && c.dv == 192);
+  return c.num_splits <= 1 && !c.workspace && c.d != 32 && !(c.d == 192 && c.dv == 192);
 }
 
 std::vector<ServingCase> sm90_serving_cases() {
@@ -469,6 +485,23 @@ std::vector<ServingCase> sm90_serving_cases() {
     c.seqlens_q = {300, 5, 130};
     c.seqlens_k = {290, 1000, 0};
     cases.push_back(c);
+    c.name = std::string("sm90_ragged_kv_with_slack") + (causal ? "_causal" : "_full");  // seqused_k over ragged K/V
+    c.ragged_k = true, c.cache_slack = 200, c.heads_q = c.heads_kv = 4;
+    c.seqlens_q = {129, 400, 1};
+    c.seqlens_k = {1, 777, 128};
+    cases.push_back(c);
+    // Paged: (d, page size) so that pages hold a quarter of a 128-key block, one block, two blocks; 16-key
+    // pieces of an 80-key block (d256); 64-key pieces of 192-key blocks across 256-key pages (d64 full).
+    for (auto [d, ps] : {std::pair{128, 32}, {128, 128}, {128, 256}, {256, 16}, {64, 256}}) {
+      ServingCase p;
+      p.backend = Backend::sm90;
+      p.causal = causal, p.d = p.dv = d, p.paged = true, p.page_size = ps, p.share_pages = true;
+      p.name = "sm90_paged" + std::to_string(ps) + "_d" + std::to_string(d) + (causal ? "_causal" : "_full");
+      p.heads_q = 8, p.heads_kv = 2;
+      p.seqlens_q = {700, 5, 1, 300, 0};
+      p.seqlens_k = {1200, 700, 33, 300, 40};
+      cases.push_back(p);
+    }
   }
   return cases;
 }

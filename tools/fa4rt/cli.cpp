@@ -68,6 +68,10 @@ bool read_config_flag(Flags& flags, KernelConfig& config) {
   else if (f == "--lse") config.lse = true;
   else if (f == "--qh-per-kv") config.q_heads_per_kv = flags.q_heads_per_kv();
   else if (f == "--varlen") config.varlen = true;
+  else if (f == "--paged") config.paged = true;
+  else if (f == "--window") config.window = true;
+  else if (f == "--softcap") config.softcap = true;
+  else if (f == "--sinks") config.sinks = true;
   else return false;
   return true;
 }

@@ -160,7 +160,9 @@ int resources(const std::vector<std::string>& args) {
   "  --d N, --dv N         head dims of Q/K and of V (default 128; --dv defaults to --d)\n"            \
   "  --causal, --lse       causal mask (bottom-right aligned); write the log-sum-exp\n"                 \
   "  --qh-per-kv N         q heads per kv head (GQA; default 1)\n"                                   \
-  "  --varlen              ragged batches (cu_seqlens_q/k) or seqused_k\n"
+  "  --varlen              ragged batches (cu_seqlens_q/k) or seqused_k\n"                               \
+  "  --paged               a paged KV cache (page_table)\n"                                           \
+  "  --window, --softcap, --sinks   the variants' kernel flags\n"
 
 const char kPlanUsage[] =
     "usage: fa4rt plan [config options] [--seqlen-q N --seqlen-k N] [--window-left N] [--window-right N]\n"

@@ -74,7 +74,7 @@ bool Sm100Backend::supports(const KernelKey& key, std::string* why) const {
   };
   if (key.backend != id()) return no(std::string("not a ") + to_string(id()) + " key");
   const std::string gap = dense_prefill_gap(key, "sm100", kTile, {{64, 64}, {96, 96}, {128, 128}, {192, 128}},
-                                            /*ragged=*/false);
+                                            /*serving=*/false);
   return gap.empty() || no(gap);
 }
 

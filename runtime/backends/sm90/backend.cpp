@@ -14,8 +14,9 @@ constexpr int kTileM = 128;          // two consumer warpgroups of 64 rows (the 
 constexpr int kSmemBudget = 232448;  // sm_90 opt-in shared memory per block
 constexpr int kMaxStages = 4;        // deeper rings buy nothing once loads hide behind two blocks of MMAs
 
-// Registers per thread after setmaxnreg: 128 * producer + 256 * consumer <= 65536. ptxas compiles the
-// consumer code against its own budget, so S, P and O fit in registers at once.
+// Registers per thread after setmaxnreg: 128 * producer + 256 * consumer <= 384 * 168, the CTA's launch
+// allocation (setmaxnreg moves registers between its warpgroups; an increase past it waits forever). ptxas
+// compiles the consumer code against its own budget, so S, P and O fit in registers at once.
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 
 int round_up(int x, int to) { return (x + to - 1) / to * to; }
@@ -24,12 +25,14 @@ int round_up(int x, int to) { return (x + to - 1) / to * to; }
 // (dv/2) at once and two stages of K and V fit beside Q, and where possible O's own buffer too (then the
 // next tile's Q loads while O is stored); causal tiles use 128 for d <= 128, so fewer keys of the diagonal
 // blocks are masked away.
-int tile_n(int head_dim, bool causal) {
-  if (head_dim <= 64) return causal ? 128 : 192;
-  if (head_dim <= 96) return 128;
-  if (head_dim <= 128) return causal ? 128 : 160;
-  if (head_dim <= 192) return 112;
-  return 80;
+// A paged cache takes a power of two at most that (so a page of at least tile_n keys holds whole blocks,
+// and smaller pages split every block into equal pieces: fa4k::paged_piece_rows).
+int tile_n(int head_dim, bool causal, bool paged) {
+  const int n = head_dim <= 64 ? (causal ? 128 : 192) : head_dim <= 96 ? 128 : head_dim <= 128 ? (causal ? 128 : 160)
+                : head_dim <= 192 ? 112 : 80;
+  int pow2 = 1;
+  while (paged && pow2 * 2 <= n) pow2 *= 2;
+  return paged ? pow2 : n;
 }
 
 int gqa_pack(int q_heads_per_kv) { return q_heads_per_kv > 1 && kTileM % q_heads_per_kv == 0 ? q_heads_per_kv : 1; }
@@ -64,7 +67,7 @@ bool Sm90Backend::supports(const KernelKey& key, std::string* why) const {
   if (key.backend != id()) return no("not an sm90 key");
   if (key.fault != DebugFault::none) return no("debug faults are built into the sm100 kernel only");
   const std::string gap =
-      dense_prefill_gap(key, "sm90", kTileM, {{64, 64}, {96, 96}, {128, 128}, {256, 256}, {192, 128}}, /*ragged=*/true);
+      dense_prefill_gap(key, "sm90", kTileM, {{64, 64}, {96, 96}, {128, 128}, {256, 256}, {192, 128}}, /*serving=*/true);
   return gap.empty() || no(gap);
 }
 
@@ -75,7 +78,7 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   p.source = "sm90/fwd.cuh";
   p.threads = 384;
   p.tile_m = kTileM;
-  p.tile_n = tile_n(key.head_dim, key.causal);
+  p.tile_n = tile_n(key.head_dim, key.causal, key.paged);
   // One CTA per SM walks the tiles. Non-causal dense tiles all cost the same and are dealt out statically;
   // causal tiles (longest first within each head) and ragged ones (found on the device, sequence by
   // sequence) are drawn from two int counters in the stream's scratch as CTAs come free.
@@ -134,12 +137,14 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
        "its rows of O normalised into shared memory"},
       {"Consumer1", 4, 4, kConsumerRegs, "rows 64-127, the same"},
       {"Producer", 8, 1, kProducerRegs,
-       "draws the tiles (ragged: finds each one's sequence) and announces them; one thread issues the TMA loads of "
-       "the K and V rings and Q"},
+       "one thread issues the TMA loads of the K and V rings (paged: piece by piece, pages looked up by the warp) "
+       "and Q"},
       {"Storer", 9, 1, kProducerRegs,
        "one thread issues the TMA store of O once both consumers staged their rows (the warp copies the rows of a "
        "ragged sequence's last tile)"},
-      {"Spare", 10, 2, kProducerRegs, "idle (the producer warpgroup gives its registers to the consumers)"},
+      {"Scheduler", 10, 1, kProducerRegs,
+       "draws the tiles (ragged: finds each one's sequence) and announces them with their K/V blocks"},
+      {"Spare", 11, 1, kProducerRegs, "idle (the producer warpgroup gives its registers to the consumers)"},
   };
   p.barriers = {
       {"QFull", 1, 1, true, "Producer", "Consumers", "Q tile landed (" + std::to_string(q_bytes) + " B)"},
@@ -150,8 +155,8 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
       {"VFull", stages, 1, true, "Producer", "Consumers", "V block landed"},
       {"VEmpty", stages, 8, false, "Consumers (one per warp)", "Producer", "the PV reading the V block is complete"},
       {"OEmpty", 1, 1, false, "Storer", "Consumers", o_aliases_q ? "unused: O lies over Q (QEmpty)" : "the O store has read the O buffer"},
-      {"TileFull", kTileSlots, 1, false, "Producer", "Consumers, Storer", "the next tile (or none) is announced"},
-      {"TileEmpty", kTileSlots, 9, false, "Consumers, Storer (one per warp)", "Producer", "the announcement is read"},
+      {"TileFull", kTileSlots, 1, false, "Scheduler", "Consumers, Storer, Producer", "the next tile (or none) is announced"},
+      {"TileEmpty", kTileSlots, 10, false, "Consumers, Storer, Producer (one per warp)", "Scheduler", "the announcement is read"},
   };
   p.tma = {
       {"Q", box_cols, kTileM / key.gqa_pack, swizzle},
@@ -169,8 +174,11 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
       "zeroes for the next launch: a kernel killed mid-launch (a trap) leaves them set, but a trap also ends the context.",
       "Ragged batches: the producer warp finds each tile's sequence by reading cu_seqlens_q 32 sequences at a time; "
       "run() never reads them, so lengths that break their rules (decreasing, past total_q) are not caught.",
-      "Fallback: head dims other than (64,64), (96,96), (128,128), (256,256), (192,128), decode-sized sequences, paged "
-      "KV and split-KV use the portable kernels.",
+      "Paged KV: a K/V block loads in pieces inside one page (fa4k::paged_piece_rows: pages of 16 give 16-key "
+      "pieces, so 8 TMA copies per box of a 128-key block); page indices are not checked on the device (one "
+      "outside the cache loads zeros).",
+      "Fallback: head dims other than (64,64), (96,96), (128,128), (256,256), (192,128), decode-sized sequences "
+      "and split-KV use the portable kernels.",
   };
   if (o_aliases_q) p.risks.push_back("O is staged over Q: the next tile's Q load waits for the previous O store.");
   return p;
