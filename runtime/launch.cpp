@@ -144,9 +144,10 @@ void fill_schedule(const Plan& plan, const Problem& problem, fa4k::AttentionArgs
   const long long m_blocks = (served_seqlen_q(plan, problem) * pack + rows_per_cta - 1) / rows_per_cta;
   args.num_m_blocks = static_cast<int>(m_blocks);
   args.total_tiles = static_cast<int>(tiles_per_head(plan, problem, m_blocks) * (p.heads_q / pack) * p.batch);
-  // Causal tile order by L2 sections: as many (batch, head group)s as keep their K/V within the Plan's bytes.
+  // Causal tile order by L2 sections: as many (batch, head group)s as keep their K/V within the Plan's bytes
+  // (dense batches: a ragged one's sequences differ in length).
   args.tile_section = 0;
-  if (plan.l2_section_bytes > 0 && p.causal) {
+  if (plan.l2_section_bytes > 0 && p.causal && !plan.key.varlen) {
     // K/V bytes per head group: a packed group is one kv head; unpacked q heads share theirs.
     const long long kv_bytes = static_cast<long long>(p.seqlen_k) * (plan.key.head_dim + plan.key.head_dim_v) * 2 /
                                (pack > 1 ? 1 : std::max<long long>(1, p.heads_q / std::max<long long>(1, p.heads_kv)));

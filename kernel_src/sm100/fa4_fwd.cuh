@@ -8,7 +8,8 @@
 //   8-11 Correction: row t of both tiles' O accumulators
 //   12 Mma (owns TMEM), 13 Epilogue (TMA store), 14 Load (TMA loads), 15 spare
 // Per KV block j and tile s:  S_s = Q_s K_j^T -> softmax_s -> P_s (over S_s; at dv <= 64 in columns of its
-// own) ; O_s = O_s * acc + P_s V_j. Variants (window, softcap, sinks) where the key has them.
+// own) ; O_s = O_s * acc + P_s V_j. Variants (window, softcap, sinks) where the key has them. Ragged batches
+// and seqused_k (kVarlen): every role walks the same tiles and skips those past their sequence's rows.
 #include "common/block_range.h"
 #include "common/math.cuh"
 #include "common/params.h"
@@ -136,7 +137,12 @@ struct Barriers {
   u64 stats_full[2], final_full[2], final_empty[2];
   u64 o_full[2], o_staged[2], o_free[2];
 };
-static_assert(sizeof(Barriers) <= kSmemBarsBytes, "barrier block larger than the Plan's Bars buffer");
+// Ragged or padded caches (kVarlen) also have the Load warp's own barrier for a tile's top V block, which it
+// cleans past the sequence's keys before the Mma warp may read it (load_role).
+struct VarlenBarriers : Barriers {
+  u64 v_tail;
+};
+static_assert((kVarlen ? sizeof(VarlenBarriers) : sizeof(Barriers)) <= kSmemBarsBytes, "barrier block larger than the Plan's Bars buffer");
 
 struct Smem {
   char* base;  // 1024-B aligned (checked at kernel start)
@@ -161,12 +167,49 @@ struct Ring {
 };
 
 // ---- work decomposition ----------------------------------------------------------------------------
-// A CTA's work item: two Q tiles of packed rows (common/block_range.h).
-using Work = fa4k::DenseTile;
+// A CTA's work item: two Q tiles of packed rows (common/block_range.h), and its sequence's lengths and rows
+// (the dense shape, or from the device arrays when kVarlen).
+struct Work {
+  int m_block, group, batch;
+  fa4k::BlockRange blocks;
+  fa4k::SequenceSpan seq;
+};
 
-__device__ __forceinline__ Work decompose(const fa4k::AttentionArgs& a, int tile) {
-  return fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, 2 * kM, kPack, a.seqlen_q, a.seqlen_k, kN, kCausal,
-                          a.tile_section, a.batch, kWindow, a.window_left, a.window_right);
+// False for a ragged tile past its sequence's rows (tiles are laid out for the longest sequence), or of a
+// decode-sized sequence the decode kernel serves (AttentionArgs::decode_seqlen_q).
+__device__ __forceinline__ bool decompose(const fa4k::AttentionArgs& a, int tile, Work& w) {
+  const fa4k::DenseTile t = fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, 2 * kM, kPack, a.seqlen_q, a.seqlen_k, kN,
+                                             kCausal, a.tile_section, a.batch, kWindow, a.window_left, a.window_right);
+  w.m_block = t.m_block, w.group = t.group, w.batch = t.batch, w.blocks = t.blocks;
+  w.seq = {a.seqlen_q, a.seqlen_k, 0, 0};
+  if constexpr (kVarlen) {
+    w.seq = fa4k::sequence_span(a, w.batch);
+    if (w.m_block * 2 * kM >= w.seq.seqlen_q * kPack || w.seq.seqlen_q <= a.decode_seqlen_q) return false;
+    w.blocks = fa4k::tile_blocks(w.m_block, 2 * kM, kPack, w.seq.seqlen_q, w.seq.seqlen_k, kN, kCausal, kWindow,
+                                 a.window_left, a.window_right);
+  }
+  return true;
+}
+
+// A CTA's tiles, the same for every role: blockIdx.x, then every gridDim.x-th, past the ones decompose skips.
+struct TileWalk {
+  int tile = static_cast<int>(blockIdx.x) - static_cast<int>(gridDim.x);
+  int taken = 0;  // tiles returned so far
+  Work w;
+  __device__ bool next(const fa4k::AttentionArgs& a) {
+    for (tile += gridDim.x; tile < a.total_tiles; tile += gridDim.x)
+      if (decompose(a, tile, w)) return ++taken, true;
+    return false;
+  }
+};
+
+// TMA coordinates of a tile's sequence: a ragged side is one batch of packed rows starting at the sequence's
+// row offset; a dense side has the sequence as its batch index.
+__device__ __forceinline__ int q_batch_of(const fa4k::AttentionArgs& a, const Work& w) {
+  return kVarlen && a.cu_seqlens_q ? 0 : w.batch;
+}
+__device__ __forceinline__ int kv_batch_of(const fa4k::AttentionArgs& a, const Work& w) {
+  return kVarlen && a.cu_seqlens_k ? 0 : w.batch;
 }
 
 __device__ __forceinline__ int kv_head_of(const fa4k::AttentionArgs& a, const Work& w) {
@@ -179,32 +222,55 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
                           const TmaDescriptor* tv) {
   Barriers& b = sm.bars();
   Ring ring;
-  u32 tile_phase = 0;
-  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
-    const Work w = decompose(a, tile);
-    const int kv_head = kv_head_of(a, w);
+  u32 tile_phase = 0, tail_phase = 0;
+  for (TileWalk walk; walk.next(a); tile_phase ^= 1) {
+    const Work& w = walk.w;
+    const int kv_head = kv_head_of(a, w), kv_batch = kv_batch_of(a, w);
     for (int s = 0; s < 2; ++s) {
       wait(&b.q_empty[s], tile_phase ^ 1, "q_empty");
       if (elect_one_sync()) {
         mbarrier_arrive_expect_tx(&b.q_full[s], kM * kD * 2);
-        const int token0 = (w.m_block * 2 + s) * kM / kPack;
+        const int token0 = w.seq.q_row0 + (w.m_block * 2 + s) * kM / kPack;
         for (int box = 0; box < kD / kBoxCols; ++box)
-          tma_load_5d(sm.q(s) + box * kM * kBoxCols * 2, tq, &b.q_full[s], box * kBoxCols, 0, w.group, token0, w.batch);
+          tma_load_5d(sm.q(s) + box * kM * kBoxCols * 2, tq, &b.q_full[s], box * kBoxCols, 0, w.group, token0, q_batch_of(a, w));
       }
       __syncwarp();
     }
     for (int j = 0; j < w.blocks.n_blocks; ++j) {
       const int n = w.blocks.n_first - j;
+      // The top block's rows past the sequence's keys (kVarlen: the next sequence's, or a cache's unused
+      // slots, which may hold NaN): their P is 0, but 0 * NaN is NaN, so V's are zeroed before the Mma warp
+      // may read the slot. The copy lands on the Load warp's own barrier; KvFull follows the zeros.
+      const int valid = w.seq.seqlen_k - n * kN;
+      const bool clean = kVarlen && j == 0 && valid < kN;
       for (int is_v = 0; is_v < 2; ++is_v) {
         wait(&b.kv_empty[ring.index], ring.phase ^ 1, "kv_empty");
+        u64* full = &b.kv_full[ring.index];
+        if constexpr (kVarlen)
+          if (is_v && clean) full = &static_cast<VarlenBarriers&>(b).v_tail;
+        const int dim = is_v ? kDv : kD;
         if (elect_one_sync()) {
-          const int dim = is_v ? kDv : kD;
-          mbarrier_arrive_expect_tx(&b.kv_full[ring.index], kN * dim * 2);
+          mbarrier_arrive_expect_tx(full, kN * dim * 2);
           for (int box = 0; box < dim / kBoxCols; ++box)
-            tma_load_4d(sm.slot(ring.index) + box * kN * kBoxCols * 2, is_v ? tv : tk, &b.kv_full[ring.index],
-                        box * kBoxCols, kv_head, n * kN, w.batch);
+            tma_load_4d(sm.slot(ring.index) + box * kN * kBoxCols * 2, is_v ? tv : tk, full, box * kBoxCols, kv_head,
+                        w.seq.k_row0 + n * kN, kv_batch);
         }
         __syncwarp();
+        if (is_v && clean) {
+          wait(full, tail_phase, "v_tail");
+          tail_phase ^= 1;
+          constexpr int kChunks = kBoxCols * 2 / 16;  // 16-byte chunks per row of a box
+          const int rows = kN - (valid > 0 ? valid : 0);
+          char* slot = sm.slot(ring.index);
+          for (int i = threadIdx.x % 32; i < rows * (kDv / kBoxCols) * kChunks; i += 32) {
+            const int chunk = i % kChunks, row = kN - rows + i / kChunks % rows, box = i / (kChunks * rows);
+            *reinterpret_cast<uint4*>(slot + box * kN * kBoxCols * 2 + row * kBoxCols * 2 + chunk * 16) = make_uint4(0, 0, 0, 0);
+          }
+          fence_proxy_async_shared();  // the zeros are visible to the MMAs (async proxy)
+          __syncwarp();
+          if (elect_one_sync()) signal(&b.kv_full[ring.index]);
+          __syncwarp();
+        }
         ring.advance();
       }
     }
@@ -284,14 +350,15 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
     pv_done_phase ^= 1u << s;
     tcgen05_fence_after_thread_sync();
   };
-  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
-    const Work w = decompose(a, tile);
+  TileWalk walk;
+  for (; walk.next(a); tile_phase ^= 1) {
+    const Work& w = walk.w;
     for (int s = 0; s < 2; ++s) wait(&b.q_full[s], tile_phase, "q_full");
     // Prologue: S for block 0 of both tiles.
     wait(&b.kv_full[ring.index], ring.phase, "kv_full(K)");
     tcgen05_fence_after_thread_sync();
     for (int s = 0; s < 2; ++s) {
-      if (tile != static_cast<int>(blockIdx.x)) await_pv(s);  // the previous tile's last PV_s read P_s
+      if (walk.taken > 1) await_pv(s);  // the previous tile's last PV_s read P_s
       op.qk(s, ring.index);
       mma_commit_issue(&b.s_full[s]);
     }
@@ -341,7 +408,7 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
   }
   // Leave no PvDone arrival in flight when the CTA exits (there are none where P has columns of its own; the
   // Load warp drains the KvEmpty and QEmpty arrivals, the other roles wait for theirs).
-  if (static_cast<int>(blockIdx.x) < a.total_tiles)
+  if (walk.taken > 0)
     for (int s = 0; s < 2; ++s) await_pv(s);
 }
 
@@ -354,16 +421,17 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
   const u32 p_addr = tmem + lane_base + (s ? kTmemP1Col : kTmemP0Col);
   const float scale_log2 = a.scale_log2;
   u32 s_phase = 0, tile_phase = 0;
-  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
-    const Work w = decompose(a, tile);
+  for (TileWalk walk; walk.next(a); tile_phase ^= 1) {
+    const Work& w = walk.w;
     const int packed_row = (w.m_block * 2 + s) * kM + row;  // packed row -> (token, q head)
     const int token = packed_row / kPack;
     // Keys this row may see: first <= c < limit (bottom-right causal and window alignment, the seqlen_k
     // tail). A block is masked when it is one of the first n_masked or the last n_masked_low visited.
-    const long long diag = static_cast<long long>(a.seqlen_k) - a.seqlen_q;
-    const int limit = kCausal || kWindow ? fa4k::visible_last_key(token, diag, a.seqlen_k, kWindow ? a.window_right : 0) + 1
-                                         : a.seqlen_k;
-    const int first = kWindow ? fa4k::visible_first_key(token, diag, a.seqlen_k, a.window_left) : 0;
+    const int seqlen_k = w.seq.seqlen_k;
+    const long long diag = static_cast<long long>(seqlen_k) - w.seq.seqlen_q;
+    const int limit = kCausal || kWindow ? fa4k::visible_last_key(token, diag, seqlen_k, kWindow ? a.window_right : 0) + 1
+                                         : seqlen_k;
+    const int first = kWindow ? fa4k::visible_first_key(token, diag, seqlen_k, a.window_left) : 0;
     const int low_masked_from = w.blocks.n_blocks - w.blocks.n_masked_low;
     float row_max = FA4_NEG_INF, row_sum = 0.f;
     for (int j = 0; j < w.blocks.n_blocks; ++j) {
@@ -460,8 +528,9 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
     wait(&b.final_empty[s], tile_phase ^ 1, "final_empty");
     sm.stats(s, 1)[row] = o_factor;
     signal(&b.final_full[s]);
-    if (kWriteLse && token < a.seqlen_q)
-      a.lse[(static_cast<long long>(w.batch) * a.heads_q + q_head) * a.seqlen_q + token] = lse;
+    if (kWriteLse && token < w.seq.seqlen_q)  // LSE [batch, heads_q, seqlen_q] or, ragged, [heads_q, total_q]
+      a.lse[kVarlen && a.cu_seqlens_q ? static_cast<long long>(q_head) * a.total_q + w.seq.q_row0 + token
+                                      : (static_cast<long long>(w.batch) * a.heads_q + q_head) * a.seqlen_q + token] = lse;
   }
 }
 
@@ -489,8 +558,8 @@ __device__ void correction_role(const fa4k::AttentionArgs& a, const Smem& sm, u3
   const int row = threadIdx.x % 128;
   const u32 lane_base = static_cast<u32>((row / 32) * 32) << 16;
   u32 stats_phase[2] = {0, 0}, tile_phase = 0;
-  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
-    const Work w = decompose(a, tile);
+  for (TileWalk walk; walk.next(a); tile_phase ^= 1) {
+    const Work& w = walk.w;
     for (int j = 0; j < w.blocks.n_blocks; ++j)
       for (int s = 0; s < 2; ++s) {
         wait(&b.stats_full[s], stats_phase[s], "stats_full");
@@ -544,14 +613,31 @@ __device__ void correction_role(const fa4k::AttentionArgs& a, const Smem& sm, u3
 __device__ void epilogue_role(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* to) {
   Barriers& b = sm.bars();
   u32 tile_phase = 0;
-  for (int tile = blockIdx.x; tile < a.total_tiles; tile += gridDim.x, tile_phase ^= 1) {
-    const Work w = decompose(a, tile);
+  for (TileWalk walk; walk.next(a); tile_phase ^= 1) {
+    const Work& w = walk.w;
     for (int s = 0; s < 2; ++s) {
       wait(&b.o_staged[s], tile_phase, "o_staged");
-      if (elect_one_sync()) {
-        const int token0 = (w.m_block * 2 + s) * kM / kPack;
+      const int token0 = (w.m_block * 2 + s) * kM / kPack;
+      const int rows = w.seq.seqlen_q * kPack - (w.m_block * 2 + s) * kM;  // rows of tile s inside its sequence
+      if (kVarlen && a.cu_seqlens_q && rows < kM) {
+        // The last tile of a ragged sequence ends inside the packed rows, where a whole box would overwrite the
+        // next sequence's: the warp copies its own rows (none when the sequence ended in tile 0).
+        constexpr int kChunks = kDv / 8;  // 16-byte chunks per row
+        for (int i = threadIdx.x % 32; i < (rows > 0 ? rows : 0) * kChunks; i += 32) {
+          const int r = i / kChunks, col = i % kChunks * 8;
+          const int head = kPack > 1 ? w.group * kPack + r % kPack : w.group;
+          const uint4 chunk = *reinterpret_cast<const uint4*>(sm.o(s) + swizzle_address(tile_offset(kSwizzle, kM, r, col), kSwizzle));
+          *reinterpret_cast<uint4*>(static_cast<char*>(a.o.ptr) +
+                                    2 * ((w.seq.q_row0 + token0 + r / kPack) * a.o.seq_stride + head * a.o.head_stride + col)) = chunk;
+        }
+        __syncwarp();
+        if (elect_one_sync()) {
+          signal(&b.o_free[s]);
+          if (kOAliasesQ) signal(&b.q_empty[s]);
+        }
+      } else if (elect_one_sync()) {
         for (int box = 0; box < kDv / kBoxCols; ++box)
-          tma_store_5d(to, sm.o(s) + box * kM * kBoxCols * 2, box * kBoxCols, 0, w.group, token0, w.batch);
+          tma_store_5d(to, sm.o(s) + box * kM * kBoxCols * 2, box * kBoxCols, 0, w.group, w.seq.q_row0 + token0, q_batch_of(a, w));
         bulk_commit_group();
         bulk_wait_group_read<0>();
         signal(&b.o_free[s]);
@@ -612,6 +698,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
         mbarrier_init(&b.kv_full[i], kBarKvFullArrivals);
         mbarrier_init(&b.kv_empty[i], kBarKvEmptyArrivals);
       }
+      if constexpr (kVarlen) mbarrier_init(&static_cast<VarlenBarriers&>(b).v_tail, kBarVTailArrivals);
       fence_mbarrier_init();
     }
     if (warp == kRoleLoadFirstWarp && elect_one_sync()) {

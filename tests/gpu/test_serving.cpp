@@ -20,7 +20,8 @@ namespace {
 
 struct ServingCase {
   std::string name;
-  Backend backend = Backend::portable;  // Options::backend: portable, automatic, or sm90 (then expected to run)
+  Backend backend = Backend::portable;  // Options::backend: portable, automatic, or a fast kernel (expected to run)
+  Emulation emulation = Emulation::strict;  // sm100_emulated
   DType dtype = DType::bf16;
   int d = 128, dv = 128;
   bool causal = false, lse = true;
@@ -506,6 +507,45 @@ std::vector<ServingCase> sm90_serving_cases() {
   return cases;
 }
 
+// The sm100 kernel (under emulation, strict and adversarial) takes ragged batches and seqused_k, not pages:
+// the serving cases it takes, and ragged batches of many tiles on its head dims, with NaN past every
+// sequence's keys (ragged K/V with slack) and ragged q over a padded dense cache.
+std::vector<ServingCase> sm100_serving_cases() {
+  std::vector<ServingCase> cases;
+  auto sm100_takes = [](const ServingCase& c) {
+    return !c.paged && c.num_splits <= 1 && !c.workspace && c.d != 32 && c.d != 256 && !(c.d == 192 && c.dv == 192);
+  };
+  for (const ServingCase& c : serving_cases())
+    if (sm100_takes(c)) cases.push_back(c);
+  for (const ServingCase& c : sm90_serving_cases())  // the padded-cache and slack cases
+    if (sm100_takes(c) && c.name.rfind("sm90_ragged_many_tiles", 0) != 0 && c.name.rfind("sm90_", 0) == 0) {
+      cases.push_back(c);
+      cases.back().name = "sm100" + c.name.substr(4);
+    }
+  // More tiles (2 x 128 rows) than the H200 has SMs, with short and empty sequences; smaller than the sm90
+  // ones, as the emulated MMAs are slow.
+  for (bool causal : {false, true})
+    for (auto [d, dv] : {std::pair{64, 64}, {96, 96}, {128, 128}, {192, 128}}) {
+      ServingCase c;
+      c.causal = causal, c.d = d, c.dv = dv;
+      c.name = "sm100_ragged_many_tiles_d" + std::to_string(d) + "_" + std::to_string(dv) + (causal ? "_causal" : "_full");
+      c.heads_q = 16, c.heads_kv = d == 128 ? 4 : 16;  // packs of 4, none
+      c.dtype = d == 64 ? DType::fp16 : DType::bf16;
+      c.seqlens_q = {1000, 3, 700, 129, 0, 1, 300};
+      c.seqlens_k = {900, 3, 700, 300, 50, 1200, 0};
+      cases.push_back(c);
+    }
+  std::vector<ServingCase> out;
+  for (Emulation mode : {Emulation::strict, Emulation::adversarial})
+    for (ServingCase c : cases) {
+      if (mode == Emulation::adversarial && c.name.rfind("sm100_", 0) != 0 && c.name.rfind("ragged", 0) != 0) continue;
+      c.backend = Backend::sm100_emulated, c.emulation = mode;
+      c.name = std::string(mode == Emulation::strict ? "strict_" : "adversarial_") + c.name;
+      out.push_back(c);
+    }
+  return out;
+}
+
 // The same cases as engines run them: automatic selection, first-use self-check on.
 std::vector<ServingCase> automatic_serving_cases() {
   std::vector<ServingCase> cases = serving_cases();
@@ -513,9 +553,10 @@ std::vector<ServingCase> automatic_serving_cases() {
   return cases;
 }
 
-Options serving_options(Backend backend) {
+Options serving_options(Backend backend, Emulation emulation = Emulation::strict) {
   Options o = Options::from_env();
   o.backend = backend;
+  o.emulation = emulation;
   o.self_check = backend == Backend::automatic;  // a wrong result of an explicit kernel must fail here
   return o;
 }
@@ -525,12 +566,12 @@ class ServingShapes : public ::testing::TestWithParam<ServingCase> {};
 
 TEST_P(ServingShapes, EverySequenceMatchesItsOwnReference) {
   const ServingCase& c = GetParam();
-  if (c.backend == Backend::sm90) FA4_REQUIRE_SM90();
+  if (c.backend == Backend::sm90 || c.backend == Backend::sm100_emulated) FA4_REQUIRE_SM90();
   FA4_REQUIRE_GPU();
   PrimaryContext context;
-  Attention attention(serving_options(c.backend));
+  Attention attention(serving_options(c.backend, c.emulation));
   Serving problem(c, std::hash<std::string>{}(c.name));
-  if (c.backend == Backend::sm90) EXPECT_EQ(problem.plan(attention).key.backend, Backend::sm90);
+  if (c.backend == Backend::sm90 || c.backend == Backend::sm100_emulated) EXPECT_EQ(problem.plan(attention).key.backend, c.backend);
   const ServingResult r = problem.run(attention);
   EXPECT_TRUE(r.passed) << c.name << ": " << r.failures;
   std::cout << "[serving] " << c.name << " (" << problem.plan(attention).key.name() << "): max |err| " << r.max_error
@@ -545,6 +586,7 @@ std::string serving_name(const ::testing::TestParamInfo<ServingCase>& info) { re
 INSTANTIATE_TEST_SUITE_P(Cases, ServingShapes, ::testing::ValuesIn(serving_cases()), serving_name);
 INSTANTIATE_TEST_SUITE_P(Automatic, ServingShapes, ::testing::ValuesIn(automatic_serving_cases()), serving_name);
 INSTANTIATE_TEST_SUITE_P(Sm90, ServingShapes, ::testing::ValuesIn(sm90_serving_cases()), serving_name);
+INSTANTIATE_TEST_SUITE_P(Sm100Emulated, ServingShapes, ::testing::ValuesIn(sm100_serving_cases()), serving_name);
 
 // A sequence's output does not depend on the rest of the batch: decode sequence 0 alone, then next to
 // others of other lengths, with num_splits 0 and a workspace: the same bits.

@@ -74,7 +74,7 @@ bool Sm100Backend::supports(const KernelKey& key, std::string* why) const {
   };
   if (key.backend != id()) return no(std::string("not a ") + to_string(id()) + " key");
   const std::string gap = dense_prefill_gap(key, "sm100", kTile, {{64, 64}, {96, 96}, {128, 128}, {192, 128}},
-                                            /*serving=*/false);
+                                            /*ragged=*/true, /*paged=*/false);
   return gap.empty() || no(gap);
 }
 
@@ -89,7 +89,8 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   p.q_tiles = kQTiles;
   // Static persistent scheduling for non-causal problems; causal grids launch every tile, longest first. The
   // emulation always runs persistent: each resident CTA needs its own TMEM slot (kEmuTmemSlotBytes, 772 KiB).
-  p.persistent = !key.causal || key.backend == Backend::sm100_emulated;
+  // Ragged tiles are laid out for the longest sequence, so many hold no rows: a persistent grid skips them.
+  p.persistent = !key.causal || key.backend == Backend::sm100_emulated || key.varlen;
   // Causal tiles longest first across the heads of an L2 section: a quarter of the B200's L2 (126 MB) holds
   // the section's K/V, the rest the Q/O streams and other sections' tails.
   if (key.causal) p.l2_section_bytes = 32ll << 20;
@@ -110,7 +111,7 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   // The emulator keeps a few bytes of static shared memory, which push the 1024-aligned dynamic base by 1 KB.
   const int budget = kSmemBudget - (key.backend == Backend::sm100_emulated ? 1024 : 0);
   const int stats_bytes = kQTiles * kTile * 2 * 4;  // mailbox: per tile and row, two floats
-  auto barrier_bytes = [](int stages) { return 8 * (11 * kQTiles + 2 * stages); };  // the list below
+  auto barrier_bytes = [&](int stages) { return 8 * (11 * kQTiles + 2 * stages + (key.varlen ? 1 : 0)); };  // the list below
   auto tail_bytes = [&](int stages) { return round_up(barrier_bytes(stages), 16) + stats_bytes + 16; };
   // Largest ring that fits; O gets its own buffers unless that leaves fewer than two slots.
   auto fits = [&](int stages, bool alias) {
@@ -208,6 +209,10 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
       {"OFull", kQTiles, 1, false, "Mma", "Correction", "commit after the tile's last PV"},
       {"OStaged", kQTiles, kTile, false, "Correction", "Epilogue", "normalised O in swizzled smem (after fence.proxy.async)"},
       {"OFree", kQTiles, 1, false, "Epilogue", "Correction", "TMA store has read the O buffer"},
+      {"VTail", key.varlen ? 1 : 0, 1, true, "Load", "Load",
+       key.varlen ? "the top V block of a tile landed; the Load warp zeroes its rows past the sequence's keys, then "
+                    "arrives on KvFull"
+                  : "not used: dense keys end at the tensor's edge (TMA fills zeros)"},
   };
 
   p.tma = {
@@ -224,9 +229,14 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
       "the first-use self-check against the portable kernel catches a mismatch and falls back.",
       "setmaxnreg is skipped in emulated (sm_90a) builds: the emulated MMAs run in the MMA warp, which needs far more "
       "than its hardware budget of " + std::to_string(r.other) + " registers.",
-      "Emulated causal plans are persistent (the same tile loop, walking tiles longest first), the hardware ones are not.",
-      "Fallback: head_dim 32 and 256 and head-dim pairs other than (64,64), (96,96), (128,128), (192,128) use the "
-      "portable kernel.",
+      "Emulated causal plans are persistent (the same tile loop, walking tiles longest first), the hardware dense causal "
+      "ones are not.",
+      "Ragged batches: every role walks the tiles of the longest sequence's layout and skips those past their "
+      "sequence's rows (each reads cu_seqlens for it); tiles are dealt out statically, so a ragged batch balances "
+      "less well than the sm90 kernel's drawn tiles. run() never reads the lengths: ones that break their rules "
+      "are not caught.",
+      "Fallback: head_dim 32 and 256 and head-dim pairs other than (64,64), (96,96), (128,128), (192,128), paged KV, "
+      "split-KV and decode-sized sequences use the portable kernels.",
       p_own_columns
           ? "MMA order needs no assumption here: P has TMEM columns of its own, so QK(j) follows PV(j-1) at once "
             "without overwriting what the PV reads."
