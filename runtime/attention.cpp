@@ -83,7 +83,7 @@ struct ContextState {
   std::string pci_bus_id;  // where a self-check child finds the device
   std::string identity;    // device UUID and driver version: what a self-check verdict is valid for
   // The device scratch of Plans that ask for one (scratch_bytes_per_cta): the sm100 emulation's TMEM
-  // backing store, the sm90 causal scheduler's tile counters. One per stream: launches that may run
+  // backing store, the sm90 causal and ragged scheduler's tile counters. One per stream: launches that may run
   // concurrently must not share it, launches on one stream are ordered, and every kernel leaves the state it
   // keeps there (emulator headers, counters) zero at exit. A buffer that grows is retired, not freed: a CUDA
   // graph captured earlier may still point at it.
@@ -349,7 +349,7 @@ struct Attention::Impl {
     ContextState::Scratch& s = ctx.scratch[stream];
     if (s.bytes >= bytes) return s;
     if (capturing(stream))
-      throw Error(ErrorCode::graph_capture, "the stream's kernel scratch (sm90 causal tile counters, sm100 emulation TMEM) must grow to " + std::to_string(bytes) +
+      throw Error(ErrorCode::graph_capture, "the stream's kernel scratch (sm90 causal and ragged tile counters, sm100 emulation TMEM) must grow to " + std::to_string(bytes) +
                                                 " bytes, which needs an allocation, during stream capture; run once before capturing");
     const DriverApi& d = driver();
     if (s.ptr) ctx.retired.push_back(s.ptr);

@@ -47,8 +47,9 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 // for more than twice as many work tiles as the device has multiprocessors: persistent CTAs walk several
 // tiles, non-persistent grids run in several waves. The key's variants: a window, a softcap that bites on
 // these inputs; with sinks the caller points `sinks` at heads_q device logits. Ragged: the second sequence
-// is shorter on the q side and the first on the k side (each still longer than a decode). Paged: pages of
-// 32 keys (smaller than any tile's key block), in shuffled order, three spare.
+// is shorter on the q side and the first on the k side (each still longer than a decode), and each
+// sequence's K/V rows end in 37 unused ones (seqused_k). Paged: pages of 32 keys (smaller than any tile's
+// key block), in shuffled order, three spare. Unused K/V rows and page slots hold NaN (compare_with_reference).
 AttentionParams self_check_problem(const KernelKey& key, int sm_count, SelfCheckArrays* arrays) {
   AttentionParams p;
   p.batch = 2;
@@ -76,11 +77,11 @@ AttentionParams self_check_problem(const KernelKey& key, int sm_count, SelfCheck
     const int32_t k_lens[2] = {static_cast<int32_t>(p.seqlen_k) - 100, static_cast<int32_t>(p.seqlen_k)};
     p.total_q = q_lens[0] + q_lens[1];
     a.cu_seqlens_q = {0, q_lens[0], q_lens[0] + q_lens[1]};
-    if (key.paged) {
-      a.seqused_k = {k_lens[0], k_lens[1]};
-    } else {
-      p.total_k = k_lens[0] + k_lens[1];
-      a.cu_seqlens_k = {0, k_lens[0], k_lens[0] + k_lens[1]};
+    a.seqused_k = {k_lens[0], k_lens[1]};
+    if (!key.paged) {
+      constexpr int32_t kUnused = 37;
+      p.total_k = k_lens[0] + k_lens[1] + 2 * kUnused;
+      a.cu_seqlens_k = {0, k_lens[0] + kUnused, k_lens[0] + k_lens[1] + 2 * kUnused};
     }
   }
   if (key.paged) {
@@ -121,11 +122,22 @@ std::string compare_with_reference(const KernelKey& key, int sm_count, const Sel
     at += lists[i]->size();
   }
 
+  // K/V rows no sequence uses (after a sequence's used keys, spare pages and page slots) hold NaN, as an
+  // engine's unused cache slots may: no kernel may let them into O.
+  std::vector<bool> used_row(rows_k, !key.varlen && !key.paged);
+  for (int i = 0; i < p.batch; ++i) {
+    const int keys = arrays.seqused_k.empty() ? static_cast<int>(p.seqlen_k) : arrays.seqused_k[i];
+    for (int j = 0; j < keys && (key.varlen || key.paged); ++j)
+      used_row[key.paged ? static_cast<size_t>(arrays.page_table[i * p.max_pages_per_seq + j / p.page_size]) * p.page_size + j % p.page_size
+                         : static_cast<size_t>(arrays.cu_seqlens_k[i]) + j] = true;
+  }
   std::mt19937 rng(20261130);
   std::uniform_real_distribution<float> dist(-2.f, 2.f);
+  const uint16_t nan = key.dtype == DType::bf16 ? 0x7fc0 : 0x7e00;
   for (auto [buffer, count] : {std::pair<const DeviceMemory*, size_t>{&q, nq}, {&k, nk}, {&v, nv}}) {
     std::vector<uint16_t> host(count);
-    for (uint16_t& h : host) h = to_half(key.dtype, dist(rng));
+    const size_t per_row = buffer == &q ? 0 : count / rows_k;
+    for (size_t i = 0; i < count; ++i) host[i] = per_row && !used_row[i / per_row] ? nan : to_half(key.dtype, dist(rng));
     check_cu(driver().cuMemcpyHtoD(buffer->ptr, host.data(), count * 2), "cuMemcpyHtoD (self-check)");
   }
   DeviceMemory sinks(key.sinks ? static_cast<size_t>(p.heads_q) * 4 : 4);

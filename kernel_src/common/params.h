@@ -90,8 +90,8 @@ struct AttentionArgs {
   int tile_section;          // dense causal tiles: (batch, head group)s per L2 section (0: each head's tiles in
                              // turn; block_range.h dense_tile)
   void* scratch;             // the per-stream device scratch a Plan asks for (scratch_bytes_per_cta, zeroed when
-                             // allocated): the sm100 emulation's TMEM backing store, the sm90 causal
-                             // scheduler's tile counters (left zero at exit); null otherwise
+                             // allocated): the sm100 emulation's TMEM backing store, the sm90 causal and
+                             // ragged scheduler's tile counters (left zero at exit); null otherwise
   unsigned long long scratch_bytes;
   unsigned emulation_mode;   // sm100 emulation: 0 strict, 1 adversarial (fa4::Emulation)
   unsigned emulation_seed;   // adversarial: 0 reverses unordered MMAs, else seeds a random order

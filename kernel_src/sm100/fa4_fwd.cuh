@@ -137,12 +137,8 @@ struct Barriers {
   u64 stats_full[2], final_full[2], final_empty[2];
   u64 o_full[2], o_staged[2], o_free[2];
 };
-// Ragged or padded caches (kVarlen) also have the Load warp's own barrier for a tile's top V block, which it
-// cleans past the sequence's keys before the Mma warp may read it (load_role).
-struct VarlenBarriers : Barriers {
-  u64 v_tail;
-};
-static_assert((kVarlen ? sizeof(VarlenBarriers) : sizeof(Barriers)) <= kSmemBarsBytes, "barrier block larger than the Plan's Bars buffer");
+// Ragged or padded caches (kVarlen) also have the Load warp's own barrier right after these (Smem::v_tail).
+static_assert(sizeof(Barriers) + (kVarlen ? sizeof(u64) : 0) <= kSmemBarsBytes, "barrier block larger than the Plan's Bars buffer");
 
 struct Smem {
   char* base;  // 1024-B aligned (checked at kernel start)
@@ -150,6 +146,9 @@ struct Smem {
   __device__ char* o(int s) const { return base + kSmemOOffset + s * kSmemOStride; }  // inside q(s) when aliased
   __device__ char* slot(int i) const { return base + kSmemKVOffset + i * kSmemKVStride; }
   __device__ Barriers& bars() const { return *reinterpret_cast<Barriers*>(base + kSmemBarsOffset); }
+  // kVarlen: the barrier a tile's top V block lands on, which the Load warp cleans past the sequence's keys
+  // before the Mma warp may read it (load_role).
+  __device__ u64* v_tail() const { return reinterpret_cast<u64*>(base + kSmemBarsOffset + sizeof(Barriers)); }
   // Mailbox, per tile and row: [0] acc_scale of each block, [1] the tile's O normalisation factor.
   __device__ float* stats(int s, int which) const {
     return reinterpret_cast<float*>(base + kSmemStatsOffset) + (s * 2 + which) * kM;
@@ -246,8 +245,7 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
       for (int is_v = 0; is_v < 2; ++is_v) {
         wait(&b.kv_empty[ring.index], ring.phase ^ 1, "kv_empty");
         u64* full = &b.kv_full[ring.index];
-        if constexpr (kVarlen)
-          if (is_v && clean) full = &static_cast<VarlenBarriers&>(b).v_tail;
+        if (kVarlen && is_v && clean) full = sm.v_tail();
         const int dim = is_v ? kDv : kD;
         if (elect_one_sync()) {
           mbarrier_arrive_expect_tx(full, kN * dim * 2);
@@ -698,7 +696,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
         mbarrier_init(&b.kv_full[i], kBarKvFullArrivals);
         mbarrier_init(&b.kv_empty[i], kBarKvEmptyArrivals);
       }
-      if constexpr (kVarlen) mbarrier_init(&static_cast<VarlenBarriers&>(b).v_tail, kBarVTailArrivals);
+      if constexpr (kVarlen) mbarrier_init(sm.v_tail(), kBarVTailArrivals);
       fence_mbarrier_init();
     }
     if (warp == kRoleLoadFirstWarp && elect_one_sync()) {

@@ -88,6 +88,19 @@ __device__ __forceinline__ void wait(u64* bar, u32 parity) {
     if (kWatchdog && kWaitTimeoutMs > 0 && globaltimer_ns_low() - start > kWaitTimeoutMs * 1000000u) __trap();
 }
 
+// The scheduler's wait for a free announcement slot, which its readers release once they are done with the
+// tile (the producer after its last load): up to a whole tile. Counted in milliseconds, with 60 times the
+// watchdog's limit, so that a long tile under a debugger or compute-sanitizer does not trap and a lost
+// signal still does.
+__device__ __forceinline__ void wait_slot(u64* bar, u32 parity) {
+  u32 tick = globaltimer_ns_low(), waited_ms = 0;
+  while (!mbarrier_try_wait_parity(bar, parity)) {
+    if (globaltimer_ns_low() - tick < 1000000u) continue;
+    tick += 1000000u;
+    if (kWaitTimeoutMs > 0 && ++waited_ms > 60u * kWaitTimeoutMs) __trap();
+  }
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
@@ -105,7 +118,7 @@ __device__ __forceinline__ void fence_registers(float (&r)[N]) {
 using fa4k::exp2_approx;
 
 // ---- shared memory ---------------------------------------------------------------------------------
-// A tile as the producer announces it: its row block, head group and sequence, that sequence's lengths and
+// A tile as the scheduler announces it: its row block, head group and sequence, that sequence's lengths and
 // rows, and the K/V blocks it visits. m_block < 0: no more tiles.
 struct Work {
   int m_block, group, batch;
@@ -148,7 +161,7 @@ struct TileCounters {
   int next, finished;
 };
 
-// The producer warp's source of tile indices (warp-collective): this CTA's static share, or the shared
+// The scheduler warp's source of tile indices (warp-collective): this CTA's static share, or the shared
 // counter. A CTA's indices only increase.
 struct TileSource {
   int static_next = static_cast<int>(blockIdx.x);
@@ -180,7 +193,7 @@ struct TileSource {
 
 // Ragged tiles go sequence by sequence; a sequence has ceil(seqlen_q * pack / kM) row blocks per head group
 // (none when the decode kernel serves it: AttentionArgs::decode_seqlen_q), the row blocks of a head group
-// fastest (longest first when causal). The producer warp finds a tile's sequence from a running count of
+// fastest (longest first when causal). The scheduler warp finds a tile's sequence from a running count of
 // the tiles before it, 32 sequences per step; as a CTA's tiles only increase, it never steps back.
 struct VarlenCursor {
   int seq0 = 0;          // the first sequence of the current step
@@ -218,7 +231,7 @@ struct VarlenCursor {
   }
 };
 
-// The producer warp's next tile (warp-collective); false when there is none.
+// The scheduler warp's next tile (warp-collective); false when there is none.
 __device__ __forceinline__ bool next_work(const fa4k::AttentionArgs& a, TileSource& source, VarlenCursor& cursor, Work& w) {
   const int tile = source.draw(a);
   if constexpr (kVarlen) {
@@ -245,7 +258,7 @@ struct TileFeed {
   int slot = 0;
   u32 phase = 0;
   __device__ const Work& peek(Barriers& b) {
-    mbarrier_wait_parity(&b.tile_full[slot], phase);
+    wait<false>(&b.tile_full[slot], phase);
     return b.tile[slot];
   }
   __device__ void release(Barriers& b) {
@@ -299,9 +312,11 @@ struct PagedPiece {
   int page, slot;
 };
 __device__ __forceinline__ PagedPiece paged_piece(const fa4k::AttentionArgs& a, int sequence, int key0, int log2, int piece) {
-  const int key = key0 + static_cast<int>(threadIdx.x % 32) * piece, index = key >> log2;
+  const int offset = static_cast<int>(threadIdx.x % 32) * piece;  // lanes past the block's pieces look up nothing
+  const bool used = offset < kN;
+  const int key = key0 + (used ? offset : 0), index = key >> log2;
   PagedPiece p;
-  p.page = key < key0 + kN && index < a.max_pages_per_seq
+  p.page = used && index < a.max_pages_per_seq
                ? a.page_table[static_cast<long long>(sequence) * a.max_pages_per_seq + index]
                : -1;
   p.slot = key & ((1 << log2) - 1);
@@ -347,6 +362,10 @@ __device__ __forceinline__ void scheduler(const fa4k::AttentionArgs& a, const Sm
   int slot = 0;
   u32 slot_phase = 0;
   for (bool more = true; more;) {
+    // A free slot first, then the draw: a CTA claims a tile only when it can announce it (claimed tiles
+    // waiting here would unbalance the tail).
+    if (threadIdx.x % 32 == 0) wait_slot(&b.tile_empty[slot], slot_phase ^ 1);
+    __syncwarp();
     Work w;
     more = next_work(a, source, cursor, w);
     if (!more) {
@@ -354,7 +373,6 @@ __device__ __forceinline__ void scheduler(const fa4k::AttentionArgs& a, const Sm
       w.m_block = -1;
     }
     if (threadIdx.x % 32 == 0) {
-      wait<true>(&b.tile_empty[slot], slot_phase ^ 1);
       b.tile[slot] = w;
       mbarrier_arrive(&b.tile_full[slot]);  // release: the readers' acquire sees the tile
     }
@@ -543,8 +561,9 @@ __device__ __forceinline__ void fence_operands(float (&o)[kDv / 2], u32 (&p)[kN 
 // rows, every box) and both consumers meet (outside the turns, so neither waits on the other's turn).
 __device__ __forceinline__ void clean_v_tail(char* v_tile, const Work& w, int wg) {
   if constexpr (kVarlen || kPaged) {
-    const int valid = w.seq.seqlen_k - w.blocks.n_first * kN;  // rows of the top block inside the sequence
+    int valid = w.seq.seqlen_k - w.blocks.n_first * kN;  // rows of the top block inside the sequence
     if (valid >= kN) return;
+    valid = valid > 0 ? valid : 0;  // (lengths that break their rules must not write outside the slot)
     if (wg == 0) {
       constexpr int kChunks = kSpan / 16;  // 16-byte chunks per row of a box
       const int rows = kN - valid;

@@ -45,15 +45,19 @@ TEST(SelfCheck, ProblemCoversPersistentGridsTailsAndEmptyRowsAndSelectsTheKey) {
       if (key.sinks) p.sinks = reinterpret_cast<const float*>(0xb00000000);  // the caller's device logits
       if (key.varlen) {  // the caller's device arrays: two sequences of other lengths, within the maxima
         ASSERT_EQ(arrays.cu_seqlens_q.size(), 3u);
+        ASSERT_EQ(arrays.seqused_k.size(), 2u);
         EXPECT_EQ(arrays.cu_seqlens_q[2], p.total_q);
-        const std::vector<int32_t>& k = key.paged ? arrays.seqused_k : arrays.cu_seqlens_k;
         for (int i = 0; i < 2; ++i) {
           EXPECT_LE(arrays.cu_seqlens_q[i + 1] - arrays.cu_seqlens_q[i], p.seqlen_q);
-          EXPECT_LE(key.paged ? k[i] : k[i + 1] - k[i], p.seqlen_k);
+          EXPECT_LE(arrays.seqused_k[i], p.seqlen_k);
           EXPECT_GT(arrays.cu_seqlens_q[i + 1] - arrays.cu_seqlens_q[i], kDecodeMaxRows) << "no sequence is decode-sized";
+          if (!key.paged)  // ragged K/V with unused rows after each sequence's keys
+            EXPECT_GT(arrays.cu_seqlens_k[i + 1] - arrays.cu_seqlens_k[i], arrays.seqused_k[i]);
         }
+        if (!key.paged) EXPECT_EQ(arrays.cu_seqlens_k[2], p.total_k);
         p.cu_seqlens_q = reinterpret_cast<const int32_t*>(0xc00000000);
-        (key.paged ? p.seqused_k : p.cu_seqlens_k) = reinterpret_cast<const int32_t*>(0xd00000000);
+        p.seqused_k = reinterpret_cast<const int32_t*>(0xd00000000);
+        if (!key.paged) p.cu_seqlens_k = reinterpret_cast<const int32_t*>(0xf00000000);
       }
       if (key.paged) {  // every page once, shuffled, smaller than a key block
         ASSERT_EQ(arrays.page_table.size(), static_cast<size_t>(p.batch * p.max_pages_per_seq));

@@ -93,7 +93,7 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   const int box_cols = swizzle / 2;
   const int q_bytes = kTileM * d * 2, o_bytes = kTileM * dv * 2;
   const int k_slot = n * d * 2, v_slot = n * dv * 2;
-  constexpr int kTileSlots = 2;      // tiles the producer announces ahead (the kernel's ring) ...
+  constexpr int kTileSlots = 2;      // tiles the scheduler announces ahead (the kernel's ring) ...
   constexpr int kAnnounceBytes = 64;  // ... each with its sequence and K/V blocks (the kernel's Work)
   auto barrier_bytes = [](int stages) { return 8 * (3 + 4 * stages + 2 * kTileSlots) + kAnnounceBytes * kTileSlots; };
   auto fits = [&](int stages, bool alias) {
@@ -172,7 +172,7 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
       "stay in step: a change that lets one warpgroup skip a block deadlocks the turn barriers.",
       "Causal and ragged tiles are drawn from counters in the stream's scratch, which the last CTA to finish drawing "
       "zeroes for the next launch: a kernel killed mid-launch (a trap) leaves them set, but a trap also ends the context.",
-      "Ragged batches: the producer warp finds each tile's sequence by reading cu_seqlens_q 32 sequences at a time; "
+      "Ragged batches: the scheduler warp finds each tile's sequence by reading cu_seqlens_q 32 sequences at a time; "
       "run() never reads them, so lengths that break their rules (decreasing, past total_q) are not caught.",
       "Paged KV: a K/V block loads in pieces inside one page (fa4k::paged_piece_rows: pages of 16 give 16-key "
       "pieces, so 8 TMA copies per box of a 128-key block); page indices are not checked on the device (one "
