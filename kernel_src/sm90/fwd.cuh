@@ -556,9 +556,10 @@ __device__ __forceinline__ void fence_operands(float (&o)[kDv / 2], u32 (&p)[kN 
 }
 
 // A ragged, padded or paged cache (kVarlen, kPaged) has rows past a sequence's keys in the tile's top K/V
-// block: the next sequence's, or a cache's unused slots, which may hold anything, NaN included. Their scores are masked, so
-// P is 0 there, but 0 * NaN is NaN: before the block's PV, consumer 0 zeroes those V rows (whole swizzled
-// rows, every box) and both consumers meet (outside the turns, so neither waits on the other's turn).
+// block: the next sequence's, or a cache's unused slots, which may hold anything, NaN included. Their scores
+// are masked, so P is 0 there, but 0 * NaN is NaN: before the block's PV, consumer 0 zeroes those V rows
+// (whole swizzled rows, every box) and both consumers meet (outside the turns, so neither waits on the
+// other's turn).
 __device__ __forceinline__ void clean_v_tail(char* v_tile, const Work& w, int wg) {
   if constexpr (kVarlen || kPaged) {
     int valid = w.seq.seqlen_k - w.blocks.n_first * kN;  // rows of the top block inside the sequence
