@@ -176,10 +176,11 @@ const char kCacheUsage[] =
     "  clear                 remove every entry of the writable directory\n";
 
 const char kBundleUsage[] =
-    "usage: fa4rt bundle --out DIR [--arch 100,90] [--backend B] [--qh-per-kv N] [--config NAME,...]\n"
+    "usage: fa4rt bundle --out DIR [--arch 100,90] [--backend B] [--qh-per-kv N] [--config NAME,...] [--serving]\n"
     "\n"
-    "Compiles archs x configurations (default: what prewarm compiles for each arch) into DIR, to be shipped\n"
-    "read-only and listed after the writable cache: FA4_CACHE_DIR=<writable>:DIR. No GPU needed.\n"
+    "Compiles archs x configurations (default: what prewarm compiles for each arch; --serving: with their\n"
+    "ragged, paged, decode and split-KV forms) into DIR, to be shipped read-only and listed after the\n"
+    "writable cache: FA4_CACHE_DIR=<writable>:DIR. No GPU needed.\n"
     "  NAME: dtype and dims like the entry names, e.g. bf16_d128_causal, fp16_d192_dv128_lse,\n"
     "        bf16_d128_causal_gqa4 (gqaN: N q heads per kv head)\n";
 
@@ -217,8 +218,13 @@ int bundle(const std::vector<std::string>& args) {
   std::vector<std::string> names;
   Backend backend = Backend::automatic;
   int q_heads_per_kv = 1;
+  bool serving = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string flag = args[i];
+    if (flag == "--serving") {
+      serving = true;
+      continue;
+    }
     if (i + 1 >= args.size()) throw UsageError("bundle: " + flag + (flag.rfind("--", 0) == 0 ? " needs a value" : ": unexpected"));
     const std::string value = args[++i];
     if (flag == "--out") out = value;
@@ -241,14 +247,18 @@ int bundle(const std::vector<std::string>& args) {
   std::vector<KernelConfig> configs;
   for (int arch : archs) {
     if (names.empty()) {
-      for (const KernelConfig& c : prewarm_set(backend, arch, q_heads_per_kv)) configs.push_back(c);
+      for (const KernelConfig& c : prewarm_set(backend, arch, q_heads_per_kv, serving)) configs.push_back(c);
       continue;
     }
+    std::vector<KernelConfig> named;
     for (const std::string& n : names) {
       KernelConfig c = parse_config(n);
       c.arch = arch;
       c.backend = backend;
       if (c.q_heads_per_kv == 1) c.q_heads_per_kv = q_heads_per_kv;
+      named.push_back(c);
+    }
+    for (KernelConfig c : serving ? with_serving_forms(named, arch) : named) {
       configs.push_back(c);
       // A fast kernel (sm90, sm100) is compared with the portable one on first use (and falls back to it):
       // ship that kernel too, or a no-JIT engine could not run the check.

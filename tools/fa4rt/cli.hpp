@@ -70,7 +70,10 @@ int selftest(const std::vector<std::string>& args);  // selftest.cpp
 
 // What `prewarm` and `bundle` compile for one arch, one configuration per distinct kernel: every supported
 // configuration of the backend; with the automatic backend also the portable ones (the sm100 kernel's
-// first-use self-check reference and its fallback); and the README's example.
-std::vector<KernelConfig> prewarm_set(Backend backend, int arch, int q_heads_per_kv);
+// first-use self-check reference and its fallback); and the README's example. With `serving`, each
+// configuration's serving forms too: ragged, paged, both, decode and split-KV (whichever kernel serves each).
+std::vector<KernelConfig> prewarm_set(Backend backend, int arch, int q_heads_per_kv, bool serving = false);
+// The configurations followed by their serving forms that some backend serves on `arch`.
+std::vector<KernelConfig> with_serving_forms(std::vector<KernelConfig> configs, int arch);
 
 }  // namespace fa4::cli

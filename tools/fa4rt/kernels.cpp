@@ -42,12 +42,28 @@ void print_cache_line(const Options& options, const char* when) {
 
 }  // namespace
 
-std::vector<KernelConfig> prewarm_set(Backend backend, int arch, int q_heads_per_kv) {
+std::vector<KernelConfig> with_serving_forms(std::vector<KernelConfig> configs, int arch) {
+  const size_t plain = configs.size();
+  for (size_t i = 0; i < plain; ++i)
+    for (int form = 0; form < 5; ++form) {  // ragged, paged, both; decode and split-KV (a split one readies its combine)
+      KernelConfig c = configs[i];
+      c.varlen = form == 0 || form == 2, c.paged = form == 1 || form == 2;
+      c.decode = form == 3, c.split = form == 3 || form == 4;
+      try {
+        if (detail::supports(detail::key_for_config(c, arch), nullptr)) configs.push_back(c);
+      } catch (const Error&) {  // no backend serves this form of the configuration
+      }
+    }
+  return configs;
+}
+
+std::vector<KernelConfig> prewarm_set(Backend backend, int arch, int q_heads_per_kv, bool serving) {
   std::vector<KernelConfig> candidates = supported_configs(backend, arch);
   for (KernelConfig& c : candidates) c.q_heads_per_kv = q_heads_per_kv;  // GQA packing is part of sm90/sm100 keys
   if (backend == Backend::automatic)
     for (const KernelConfig& c : supported_configs(Backend::portable, arch)) candidates.push_back(c);
   candidates.push_back(readme_example(backend, arch));
+  if (serving) candidates = with_serving_forms(candidates, arch);
 
   std::vector<KernelConfig> configs;
   std::set<std::string> keys;
@@ -61,7 +77,7 @@ std::vector<KernelConfig> prewarm_set(Backend backend, int arch, int q_heads_per
   "  --backend B           auto (default), portable, sm90, sm100, sm100_emulated\n"
 
 const char kPrewarmUsage[] =
-    "usage: fa4rt prewarm [--arch N] [--backend B] [--qh-per-kv N]\n"
+    "usage: fa4rt prewarm [--arch N] [--backend B] [--qh-per-kv N] [--serving]\n"
     "\n"
     "Compiles into the disk cache every kernel the library runs on one architecture, so that later runs load\n"
     "instead of compiling. NVRTC only: no GPU needed. What it compiles:\n"
@@ -73,19 +89,23 @@ const char kPrewarmUsage[] =
     "Plan of the README's example on each backend it compiled for.\n"
     "\n" FA4_TARGET_OPTIONS
     "  --qh-per-kv N         q heads per kv head of every configuration (default 1; sm90 and sm100 kernels pack them)\n"
+    "  --serving             also each configuration's serving forms: ragged, paged, both, decode and split-KV\n"
+    "                        (the kernels an engine's ragged prefill and decode calls select)\n"
     "Environment: FA4_CACHE_DIR, FA4_DISK_CACHE, FA4_COMPILE_THREADS (README.md).\n";
 
 int prewarm(const std::vector<std::string>& args) {
   KernelConfig target;  // arch 0: target_arch() picks
   int q_heads_per_kv = 1;
+  bool serving = false;
   Flags flags(args);
   while (flags.next()) {
     if (read_target_flag(flags, target)) continue;
     if (flags.flag() == "--qh-per-kv") q_heads_per_kv = flags.q_heads_per_kv();
+    else if (flags.flag() == "--serving") serving = true;
     else flags.unknown();
   }
   const int arch = target_arch(target);
-  const std::vector<KernelConfig> configs = prewarm_set(target.backend, arch, q_heads_per_kv);
+  const std::vector<KernelConfig> configs = prewarm_set(target.backend, arch, q_heads_per_kv, serving);
   std::map<Backend, int> per_backend;
   for (const KernelConfig& c : configs) per_backend[detail::key_for_config(c, arch).backend]++;
 
