@@ -126,20 +126,17 @@ FA4_BLOCKS_HD BlockRange tile_blocks(int m_block, int rows, int pack, int seqlen
                 : kv_block_range(m_block * rows, rows, pack, seqlen_q, seqlen_k, tile_n, causal);
 }
 
-// The dense tile kernels' (sm90, sm100) work item: tile -> (m block, head group, batch), m blocks fastest so
-// neighbouring tiles share K/V in L2; causal grids reverse them, so each head's longest tiles come first.
-// With `section` > 0, causal tiles go by L2 sections of that many (batch, head group)s instead: within a
-// section, longest first across all of its heads (a balanced tail), heads fastest (their K/V stay in L2
-// together); sections one after another (the last may be smaller; `batch` must then be the real batch).
-// A tile is `rows` packed rows against its K/V blocks (tile_blocks).
-struct DenseTile {
+// Where the tile kernels' (sm90, sm100) work item lies: tile -> (m block, head group, batch), m blocks
+// fastest so neighbouring tiles share K/V in L2; causal grids reverse them, so each head's longest tiles come
+// first. With `section` > 0, causal tiles go by L2 sections of that many (batch, head group)s instead:
+// within a section, longest first across all of its heads (a balanced tail), heads fastest (their K/V stay
+// in L2 together); sections one after another (the last may be smaller; `batch` must then be the real
+// batch). The tile's K/V blocks are tile_blocks' for its sequence's lengths.
+struct TilePosition {
   int m_block, group, batch;
-  BlockRange blocks;
 };
-FA4_BLOCKS_HD DenseTile dense_tile(int tile, int num_m_blocks, int groups, int rows, int pack, int seqlen_q, int seqlen_k,
-                                   int tile_n, bool causal, int section = 0, int batch = 1, bool window = false,
-                                   int left = -1, int right = -1) {
-  DenseTile t;
+FA4_BLOCKS_HD TilePosition dense_tile(int tile, int num_m_blocks, int groups, bool causal, int section = 0, int batch = 1) {
+  TilePosition t;
   if (causal && section > 0) {
     const int first = tile / (num_m_blocks * section) * section;  // the section's first (batch, group)
     const int remaining = batch * groups - first;
@@ -155,7 +152,6 @@ FA4_BLOCKS_HD DenseTile dense_tile(int tile, int num_m_blocks, int groups, int r
     t.group = (tile / num_m_blocks) % groups;
     t.batch = tile / (num_m_blocks * groups);
   }
-  t.blocks = tile_blocks(t.m_block, rows, pack, seqlen_q, seqlen_k, tile_n, causal, window, left, right);
   return t;
 }
 

@@ -177,16 +177,15 @@ struct Work {
 // False for a ragged tile past its sequence's rows (tiles are laid out for the longest sequence), or of a
 // decode-sized sequence the decode kernel serves (AttentionArgs::decode_seqlen_q).
 __device__ __forceinline__ bool decompose(const fa4k::AttentionArgs& a, int tile, Work& w) {
-  const fa4k::DenseTile t = fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, 2 * kM, kPack, a.seqlen_q, a.seqlen_k, kN,
-                                             kCausal, a.tile_section, a.batch, kWindow, a.window_left, a.window_right);
-  w.m_block = t.m_block, w.group = t.group, w.batch = t.batch, w.blocks = t.blocks;
+  const fa4k::TilePosition t = fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, kCausal, a.tile_section, a.batch);
+  w.m_block = t.m_block, w.group = t.group, w.batch = t.batch;
   w.seq = {a.seqlen_q, a.seqlen_k, 0, 0};
   if constexpr (kVarlen) {
     w.seq = fa4k::sequence_span(a, w.batch);
     if (w.m_block * 2 * kM >= w.seq.seqlen_q * kPack || w.seq.seqlen_q <= a.decode_seqlen_q) return false;
-    w.blocks = fa4k::tile_blocks(w.m_block, 2 * kM, kPack, w.seq.seqlen_q, w.seq.seqlen_k, kN, kCausal, kWindow,
-                                 a.window_left, a.window_right);
   }
+  w.blocks = fa4k::tile_blocks(w.m_block, 2 * kM, kPack, w.seq.seqlen_q, w.seq.seqlen_k, kN, kCausal, kWindow, a.window_left,
+                               a.window_right);
   return true;
 }
 

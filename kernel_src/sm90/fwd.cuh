@@ -242,8 +242,7 @@ __device__ __forceinline__ bool next_work(const fa4k::AttentionArgs& a, TileSour
     w.m_block = kCausal ? m_blocks - 1 - local % m_blocks : local % m_blocks;
   } else {
     if (tile >= a.total_tiles) return false;
-    const fa4k::DenseTile t = fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, kM, kPack, a.seqlen_q, a.seqlen_k, kN,
-                                               kCausal);
+    const fa4k::TilePosition t = fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, kCausal);
     w.m_block = t.m_block, w.group = t.group, w.batch = t.batch;
     w.seq = {a.seqlen_q, a.seqlen_k, 0, 0};
   }

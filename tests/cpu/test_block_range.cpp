@@ -123,8 +123,7 @@ TEST(DenseTile, EveryOrderIsAPermutationAndSectionsGoLongestFirst) {
           std::vector<int> seen(tiles, 0);
           int section_of_prev = -1, prev_m = 1 << 30;
           for (int tile = 0; tile < tiles; ++tile) {
-            const fa4k::DenseTile t = fa4k::dense_tile(tile, num_m, groups, 128, 1, num_m * 128, num_m * 128, 128,
-                                                       true, section, batch);
+            const fa4k::TilePosition t = fa4k::dense_tile(tile, num_m, groups, true, section, batch);
             ASSERT_GE(t.m_block, 0);
             ASSERT_LT(t.m_block, num_m);
             ASSERT_GE(t.group, 0);
