@@ -117,14 +117,18 @@ struct AttentionArgs {
 };
 
 // Sequence `batch` of a call: the query rows it has and the keys it sees (from the device arrays when the
-// call is ragged or has seqused_k, else the dense shape), and its first row in a ragged q/o and k/v (0 when
-// that side is dense, the batch index then selecting the sequence, or paged).
+// call is ragged or has seqused_k, else the dense shape), and where its rows are: its first row in a ragged
+// q/o and k/v (0 when that side is dense, or paged) and the batch coordinate of the TMA kernels' maps (0 for
+// a ragged side, one batch of packed rows; else the sequence).
 struct SequenceSpan {
   int seqlen_q, seqlen_k;
   int q_row0, k_row0;
+  int q_batch, k_batch;
 };
 FA4_PARAMS_HD SequenceSpan sequence_span(const AttentionArgs& a, int batch) {
   SequenceSpan s;
+  s.q_batch = a.cu_seqlens_q ? 0 : batch;
+  s.k_batch = a.cu_seqlens_k && !a.page_table ? 0 : batch;
   s.q_row0 = a.cu_seqlens_q ? a.cu_seqlens_q[batch] : 0;
   s.seqlen_q = a.cu_seqlens_q ? a.cu_seqlens_q[batch + 1] - s.q_row0 : a.seqlen_q;
   s.k_row0 = a.cu_seqlens_k && !a.page_table ? a.cu_seqlens_k[batch] : 0;
@@ -132,6 +136,13 @@ FA4_PARAMS_HD SequenceSpan sequence_span(const AttentionArgs& a, int batch) {
                : a.cu_seqlens_k ? a.cu_seqlens_k[batch + 1] - a.cu_seqlens_k[batch]
                                 : a.seqlen_k;
   return s;
+}
+
+// Where the LSE of token `token` (of its sequence) and q head `head` goes: [batch, heads_q, seqlen_q], or
+// [heads_q, total_q] when q is ragged (row_base: the sequence's first row, cu_seqlens_q[batch]).
+FA4_PARAMS_HD long long lse_offset(const AttentionArgs& a, int batch, int head, long long row_base, int token) {
+  return a.cu_seqlens_q ? static_cast<long long>(head) * a.total_q + row_base + token
+                        : (static_cast<long long>(batch) * a.heads_q + head) * a.seqlen_q + token;
 }
 
 // A paged K/V block of the TMA kernels (sm90) loads in pieces of this many keys, each inside one page: the

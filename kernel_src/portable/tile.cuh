@@ -59,8 +59,7 @@ __device__ __forceinline__ int row_head(int group, int r) { return group * fa4cf
 // Where the LSE of token `token`, q head `head`, of a tile's sequence goes: [batch, heads_q, seqlen_q], or
 // [heads_q, total_q] when ragged.
 __device__ __forceinline__ long long lse_index(const fa4k::AttentionArgs& a, const Tile& tile, int head, int token) {
-  return a.cu_seqlens_q ? static_cast<long long>(head) * a.total_q + tile.row_base + token
-                        : (static_cast<long long>(tile.batch) * a.heads_q + head) * a.seqlen_q + token;
+  return fa4k::lse_offset(a, tile.batch, head, tile.row_base, token);
 }
 
 // Key row 0 of a tile's kv head in K or V: its sequence's rows (dense or ragged), or, paged, page 0 of the

@@ -179,7 +179,7 @@ struct Work {
 __device__ __forceinline__ bool decompose(const fa4k::AttentionArgs& a, int tile, Work& w) {
   const fa4k::TilePosition t = fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, kCausal, a.tile_section, a.batch);
   w.m_block = t.m_block, w.group = t.group, w.batch = t.batch;
-  w.seq = {a.seqlen_q, a.seqlen_k, 0, 0};
+  w.seq = {a.seqlen_q, a.seqlen_k, 0, 0, w.batch, w.batch};
   if constexpr (kVarlen) {
     w.seq = fa4k::sequence_span(a, w.batch);
     if (w.m_block * 2 * kM >= w.seq.seqlen_q * kPack || w.seq.seqlen_q <= a.decode_seqlen_q) return false;
@@ -201,15 +201,6 @@ struct TileWalk {
   }
 };
 
-// TMA coordinates of a tile's sequence: a ragged side is one batch of packed rows starting at the sequence's
-// row offset; a dense side has the sequence as its batch index.
-__device__ __forceinline__ int q_batch_of(const fa4k::AttentionArgs& a, const Work& w) {
-  return kVarlen && a.cu_seqlens_q ? 0 : w.batch;
-}
-__device__ __forceinline__ int kv_batch_of(const fa4k::AttentionArgs& a, const Work& w) {
-  return kVarlen && a.cu_seqlens_k ? 0 : w.batch;
-}
-
 __device__ __forceinline__ int kv_head_of(const fa4k::AttentionArgs& a, const Work& w) {
   if constexpr (kFault == Fault::wrong_gqa_map) return (kPack > 1 ? w.group * kPack : w.group) % a.heads_kv;
   return fa4k::dense_kv_head(w.group, kPack, a.q_heads_per_kv);
@@ -223,14 +214,14 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
   u32 tile_phase = 0, tail_phase = 0;
   for (TileWalk walk; walk.next(a); tile_phase ^= 1) {
     const Work& w = walk.w;
-    const int kv_head = kv_head_of(a, w), kv_batch = kv_batch_of(a, w);
+    const int kv_head = kv_head_of(a, w);
     for (int s = 0; s < 2; ++s) {
       wait(&b.q_empty[s], tile_phase ^ 1, "q_empty");
       if (elect_one_sync()) {
         mbarrier_arrive_expect_tx(&b.q_full[s], kM * kD * 2);
         const int token0 = w.seq.q_row0 + (w.m_block * 2 + s) * kM / kPack;
         for (int box = 0; box < kD / kBoxCols; ++box)
-          tma_load_5d(sm.q(s) + box * kM * kBoxCols * 2, tq, &b.q_full[s], box * kBoxCols, 0, w.group, token0, q_batch_of(a, w));
+          tma_load_5d(sm.q(s) + box * kM * kBoxCols * 2, tq, &b.q_full[s], box * kBoxCols, 0, w.group, token0, w.seq.q_batch);
       }
       __syncwarp();
     }
@@ -250,7 +241,7 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
           mbarrier_arrive_expect_tx(full, kN * dim * 2);
           for (int box = 0; box < dim / kBoxCols; ++box)
             tma_load_4d(sm.slot(ring.index) + box * kN * kBoxCols * 2, is_v ? tv : tk, full, box * kBoxCols, kv_head,
-                        w.seq.k_row0 + n * kN, kv_batch);
+                        w.seq.k_row0 + n * kN, w.seq.k_batch);
         }
         __syncwarp();
         if (is_v && clean) {
@@ -525,9 +516,7 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
     wait(&b.final_empty[s], tile_phase ^ 1, "final_empty");
     sm.stats(s, 1)[row] = o_factor;
     signal(&b.final_full[s]);
-    if (kWriteLse && token < w.seq.seqlen_q)  // LSE [batch, heads_q, seqlen_q] or, ragged, [heads_q, total_q]
-      a.lse[kVarlen && a.cu_seqlens_q ? static_cast<long long>(q_head) * a.total_q + w.seq.q_row0 + token
-                                      : (static_cast<long long>(w.batch) * a.heads_q + q_head) * a.seqlen_q + token] = lse;
+    if (kWriteLse && token < w.seq.seqlen_q) a.lse[fa4k::lse_offset(a, w.batch, q_head, w.seq.q_row0, token)] = lse;
   }
 }
 
@@ -634,7 +623,7 @@ __device__ void epilogue_role(const fa4k::AttentionArgs& a, const Smem& sm, cons
         }
       } else if (elect_one_sync()) {
         for (int box = 0; box < kDv / kBoxCols; ++box)
-          tma_store_5d(to, sm.o(s) + box * kM * kBoxCols * 2, box * kBoxCols, 0, w.group, w.seq.q_row0 + token0, q_batch_of(a, w));
+          tma_store_5d(to, sm.o(s) + box * kM * kBoxCols * 2, box * kBoxCols, 0, w.group, w.seq.q_row0 + token0, w.seq.q_batch);
         bulk_commit_group();
         bulk_wait_group_read<0>();
         signal(&b.o_free[s]);

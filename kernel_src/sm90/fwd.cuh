@@ -244,7 +244,7 @@ __device__ __forceinline__ bool next_work(const fa4k::AttentionArgs& a, TileSour
     if (tile >= a.total_tiles) return false;
     const fa4k::TilePosition t = fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, kCausal);
     w.m_block = t.m_block, w.group = t.group, w.batch = t.batch;
-    w.seq = {a.seqlen_q, a.seqlen_k, 0, 0};
+    w.seq = {a.seqlen_q, a.seqlen_k, 0, 0, w.batch, w.batch};
   }
   w.blocks = fa4k::tile_blocks(w.m_block, kM, kPack, w.seq.seqlen_q, w.seq.seqlen_k, kN, kCausal, kWindow, a.window_left,
                                a.window_right);
@@ -276,14 +276,7 @@ __device__ __forceinline__ int kv_head_of(const fa4k::AttentionArgs& a, const Wo
   return fa4k::dense_kv_head(w.group, kPack, a.q_heads_per_kv);
 }
 
-// TMA coordinates of a tile's sequence: ragged tensors are one batch of packed rows, the sequence starting
-// at its row offset (SequenceSpan); dense ones have the sequence as the batch index.
-__device__ __forceinline__ int q_batch_of(const fa4k::AttentionArgs& a, const Work& w) {
-  return kVarlen && a.cu_seqlens_q ? 0 : w.batch;
-}
-__device__ __forceinline__ int kv_batch_of(const fa4k::AttentionArgs& a, const Work& w) {
-  return kVarlen && a.cu_seqlens_k ? 0 : w.batch;  // (paged: the page, per piece)
-}
+// The tile's first token in the Q/O maps' seq coordinate (its sequence's row offset added when ragged).
 __device__ __forceinline__ int first_token(const Work& w) { return w.seq.q_row0 + w.m_block * kM / kPack; }
 
 // ---- Producer and scheduler ----------------------------------------------------------------------------
@@ -330,7 +323,7 @@ __device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Sm
   const int log2 = kPaged ? a.page_size_log2 : 0, piece = kPaged ? fa4k::paged_piece_rows(kN, log2) : kN;
   const int top = w.seq.k_row0 + w.blocks.n_first * kN;  // the first block's first key (row)
   // Paged: each block's pages are looked up one block ahead, so the table read hides behind the waits.
-  PagedPiece next = kPaged ? paged_piece(a, w.batch, top, log2, piece) : PagedPiece{top, kv_batch_of(a, w)};
+  PagedPiece next = kPaged ? paged_piece(a, w.batch, top, log2, piece) : PagedPiece{top, w.seq.k_batch};
   for (int j = 0; j < w.blocks.n_blocks; ++j) {
     const PagedPiece here = next;
     if (kPaged && j + 1 < w.blocks.n_blocks) next = paged_piece(a, w.batch, top - (j + 1) * kN, log2, piece);
@@ -347,7 +340,7 @@ __device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Sm
       if (leader) {
         mbarrier_arrive_expect_tx(&b.q_full, kM * kD * 2);
         for (int box = 0; box < kD / kBoxCols; ++box)
-          tma_load_5d(sm.q() + box * kM * kSpan, tq, &b.q_full, box * kBoxCols, 0, w.group, first_token(w), q_batch_of(a, w));
+          tma_load_5d(sm.q() + box * kM * kSpan, tq, &b.q_full, box * kBoxCols, 0, w.group, first_token(w), w.seq.q_batch);
       }
     }
   }
@@ -425,7 +418,7 @@ __device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem&
       if (threadIdx.x % 32 == 0) mbarrier_arrive(kOAliasesQ ? &b.q_empty : &b.o_empty);
     } else if (threadIdx.x % 32 == 0) {  // a dense tile's rows past seqlen_q lie outside the map: TMA drops them
       for (int box = 0; box < kDv / kBoxCols; ++box)
-        tma_store_5d(to, sm.o() + box * kM * kSpan, box * kBoxCols, 0, w.group, first_token(w), q_batch_of(a, w));
+        tma_store_5d(to, sm.o() + box * kM * kSpan, box * kBoxCols, 0, w.group, first_token(w), w.seq.q_batch);
       bulk_commit_group();
       bulk_wait_group_read<0>();
       mbarrier_arrive(kOAliasesQ ? &b.q_empty : &b.o_empty);
@@ -677,9 +670,8 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
         const int q_head = kPack > 1 ? w.group * kPack + packed_row % kPack : w.group;
         float lse = sum > 0.f ? (m[r] * a.scale_log2 + __log2f(sum)) * kLn2 : FA4_NEG_INF;
         if constexpr (kSinks) lse = fa4k::add_sink(lse, a.sinks[q_head], inv[r]);
-        if (kWriteLse && lane % 4 == 0 && token[r] < w.seq.seqlen_q)  // LSE [batch, heads_q, seqlen_q] or [heads_q, total_q]
-          a.lse[kVarlen && a.cu_seqlens_q ? static_cast<long long>(q_head) * a.total_q + w.seq.q_row0 + token[r]
-                                          : (static_cast<long long>(w.batch) * a.heads_q + q_head) * a.seqlen_q + token[r]] = lse;
+        if (kWriteLse && lane % 4 == 0 && token[r] < w.seq.seqlen_q)
+          a.lse[fa4k::lse_offset(a, w.batch, q_head, w.seq.q_row0, token[r])] = lse;
       }
     }
     // This consumer's rows of O: over its own rows of Q (which only its own, complete, QKs read), or in
