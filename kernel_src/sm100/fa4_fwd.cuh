@@ -14,6 +14,7 @@
 #include "common/math.cuh"
 #include "common/params.h"
 #include "common/ptx.cuh"
+#include "common/tile_copy.cuh"
 #include "sm100/tcgen05.cuh"
 
 namespace fa4::sm100::fwd {
@@ -247,13 +248,7 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
         if (is_v && clean) {
           wait(full, tail_phase, "v_tail");
           tail_phase ^= 1;
-          constexpr int kChunks = kBoxCols * 2 / 16;  // 16-byte chunks per row of a box
-          const int rows = kN - (valid > 0 ? valid : 0);
-          char* slot = sm.slot(ring.index);
-          for (int i = threadIdx.x % 32; i < rows * (kDv / kBoxCols) * kChunks; i += 32) {
-            const int chunk = i % kChunks, row = kN - rows + i / kChunks % rows, box = i / (kChunks * rows);
-            *reinterpret_cast<uint4*>(slot + box * kN * kBoxCols * 2 + row * kBoxCols * 2 + chunk * 16) = make_uint4(0, 0, 0, 0);
-          }
+          fa4k::zero_tile_rows<kN, kDv, kBoxCols * 2>(sm.slot(ring.index), valid > 0 ? valid : 0, threadIdx.x % 32, 32);
           fence_proxy_async_shared();  // the zeros are visible to the MMAs (async proxy)
           __syncwarp();
           if (elect_one_sync()) signal(&b.kv_full[ring.index]);
@@ -608,14 +603,8 @@ __device__ void epilogue_role(const fa4k::AttentionArgs& a, const Smem& sm, cons
       if (kVarlen && a.cu_seqlens_q && rows < kM) {
         // The last tile of a ragged sequence ends inside the packed rows, where a whole box would overwrite the
         // next sequence's: the warp copies its own rows (none when the sequence ended in tile 0).
-        constexpr int kChunks = kDv / 8;  // 16-byte chunks per row
-        for (int i = threadIdx.x % 32; i < (rows > 0 ? rows : 0) * kChunks; i += 32) {
-          const int r = i / kChunks, col = i % kChunks * 8;
-          const int head = kPack > 1 ? w.group * kPack + r % kPack : w.group;
-          const uint4 chunk = *reinterpret_cast<const uint4*>(sm.o(s) + swizzle_address(tile_offset(kSwizzle, kM, r, col), kSwizzle));
-          *reinterpret_cast<uint4*>(static_cast<char*>(a.o.ptr) +
-                                    2 * ((w.seq.q_row0 + token0 + r / kPack) * a.o.seq_stride + head * a.o.head_stride + col)) = chunk;
-        }
+        fa4k::store_tile_rows<kM, kDv, kPack, kSwizzle>(sm.o(s), rows > 0 ? rows : 0, a.o, w.seq.q_row0 + token0, w.group,
+                                                        threadIdx.x % 32, 32);
         __syncwarp();
         if (elect_one_sync()) {
           signal(&b.o_free[s]);

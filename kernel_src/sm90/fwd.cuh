@@ -26,6 +26,7 @@
 #include "common/params.h"
 #include "common/ptx.cuh"
 #include "common/smem_layout.h"
+#include "common/tile_copy.cuh"
 #include "sm90/wgmma.cuh"
 
 namespace fa4::sm90::fwd {
@@ -393,19 +394,6 @@ __device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Sme
 // buffer, the buffer is free again (o_empty, or q_empty when O lies over Q). The last tile of a ragged
 // sequence ends inside the packed rows, where a whole box would overwrite the next sequence's: the warp
 // copies its own rows instead.
-__device__ __forceinline__ void store_rows(const fa4k::AttentionArgs& a, const char* o_tile, const Work& w, int rows) {
-  constexpr int kChunks = kDv / 8;  // 16-byte chunks per row
-#pragma unroll 1  // the producer warpgroup's few registers
-  for (int i = threadIdx.x % 32; i < rows * kChunks; i += 32) {
-    const int r = i / kChunks, col = i % kChunks * 8;
-    const int head = kPack > 1 ? w.group * kPack + r % kPack : w.group;
-    const uint4 chunk = *reinterpret_cast<const uint4*>(o_tile + swizzle_address(tile_offset(kSwizzle, kM, r, col), kSwizzle));
-    char* dst = static_cast<char*>(a.o.ptr) +
-                2 * ((first_token(w) + r / kPack) * a.o.seq_stride + head * a.o.head_stride + col);
-    *reinterpret_cast<uint4*>(dst) = chunk;
-  }
-}
-
 __device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* to) {
   Barriers& b = sm.bars();
   TileFeed feed;
@@ -413,7 +401,7 @@ __device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem&
     named_barrier_sync(kStoreBarrier, kConsumerThreads + 32);
     const int rows = w.seq.seqlen_q * kPack - w.m_block * kM;  // rows of the tile inside its sequence
     if (kVarlen && a.cu_seqlens_q && rows < kM) {
-      store_rows(a, sm.o(), w, rows);
+      fa4k::store_tile_rows<kM, kDv, kPack, kSwizzle>(sm.o(), rows, a.o, first_token(w), w.group, threadIdx.x % 32, 32);
       __syncwarp();
       if (threadIdx.x % 32 == 0) mbarrier_arrive(kOAliasesQ ? &b.q_empty : &b.o_empty);
     } else if (threadIdx.x % 32 == 0) {  // a dense tile's rows past seqlen_q lie outside the map: TMA drops them
@@ -558,13 +546,7 @@ __device__ __forceinline__ void clean_v_tail(char* v_tile, const Work& w, int wg
     if (valid >= kN) return;
     valid = valid > 0 ? valid : 0;  // (lengths that break their rules must not write outside the slot)
     if (wg == 0) {
-      constexpr int kChunks = kSpan / 16;  // 16-byte chunks per row of a box
-      const int rows = kN - valid;
-#pragma unroll 1
-      for (int i = threadIdx.x % 128; i < rows * (kDv / kBoxCols) * kChunks; i += 128) {
-        const int chunk = i % kChunks, row = valid + i / kChunks % rows, box = i / (kChunks * rows);
-        *reinterpret_cast<uint4*>(v_tile + box * kN * kSpan + row * kSpan + chunk * 16) = make_uint4(0, 0, 0, 0);
-      }
+      fa4k::zero_tile_rows<kN, kDv, kSpan>(v_tile, valid, threadIdx.x % 128, 128);
       fence_proxy_async_shared();  // the zeros are visible to the wgmmas (async proxy)
     }
     named_barrier_sync(kTailBarrier, kConsumerThreads);

@@ -458,44 +458,62 @@ bool sm90_takes(const ServingCase& c) {
   return c.num_splits <= 1 && !c.workspace && c.d != 32 && !(c.d == 192 && c.dv == 192);
 }
 
-std::vector<ServingCase> sm90_serving_cases() {
+// Ragged batches of more tiles than the H200 has SMs, on each head dim of `dims`, causal and not: long,
+// short and empty sequences with sq != sk; heads_kv(d) of 16 q heads sets the GQA packing.
+std::vector<ServingCase> many_tile_cases(const std::string& prefix, std::initializer_list<std::pair<int, int>> dims,
+                                         int (*heads_kv)(int d), const std::vector<int>& seqlens_q,
+                                         const std::vector<int>& seqlens_k) {
   std::vector<ServingCase> cases;
-  for (ServingCase c : serving_cases())
-    if (sm90_takes(c)) {
-      c.backend = Backend::sm90;
-      cases.push_back(c);
-    }
   for (bool causal : {false, true})
-    for (auto [d, dv] : {std::pair{64, 64}, {96, 96}, {128, 128}, {192, 128}, {256, 256}}) {
+    for (auto [d, dv] : dims) {
       ServingCase c;
-      c.backend = Backend::sm90;
       c.causal = causal, c.d = d, c.dv = dv;
-      c.name = "sm90_ragged_many_tiles_d" + std::to_string(d) + "_" + std::to_string(dv) + (causal ? "_causal" : "_full");
-      c.heads_q = 16, c.heads_kv = d == 128 ? 4 : d == 96 ? 16 : 2;  // packs of 4, none, 8
+      c.name = prefix + "_ragged_many_tiles_d" + std::to_string(d) + "_" + std::to_string(dv) + (causal ? "_causal" : "_full");
+      c.heads_q = 16, c.heads_kv = heads_kv(d);
       c.dtype = d == 64 ? DType::fp16 : DType::bf16;
-      c.seqlens_q = {1000, 3, 2500, 129, 0, 700, 128, 1, 257};
-      c.seqlens_k = {1000, 3, 2000, 300, 50, 700, 128, 4100, 0};
+      c.seqlens_q = seqlens_q;
+      c.seqlens_k = seqlens_k;
       cases.push_back(c);
     }
+  return cases;
+}
+
+// Caches padded past their used length, NaN in the unused rows: ragged q over a dense cache, and ragged K/V
+// with slack (seqused_k), causal and not.
+std::vector<ServingCase> slack_cases(const std::string& prefix) {
+  std::vector<ServingCase> cases;
   for (bool causal : {false, true}) {
     ServingCase c;
-    c.backend = Backend::sm90;
     c.causal = causal;
-    c.name = std::string("sm90_ragged_q_padded_cache") + (causal ? "_causal" : "_full");
+    c.name = prefix + "_ragged_q_padded_cache" + (causal ? "_causal" : "_full");
     c.ragged_k = false, c.cache_slack = 61, c.heads_q = 8, c.heads_kv = 2;
     c.seqlens_q = {300, 5, 130};
     c.seqlens_k = {290, 1000, 0};
     cases.push_back(c);
-    c.name = std::string("sm90_ragged_kv_with_slack") + (causal ? "_causal" : "_full");  // seqused_k over ragged K/V
+    c.name = prefix + "_ragged_kv_with_slack" + (causal ? "_causal" : "_full");
     c.ragged_k = true, c.cache_slack = 200, c.heads_q = c.heads_kv = 4;
     c.seqlens_q = {129, 400, 1};
     c.seqlens_k = {1, 777, 128};
     cases.push_back(c);
+  }
+  return cases;
+}
+
+std::vector<ServingCase> sm90_serving_cases() {
+  std::vector<ServingCase> cases;
+  for (const ServingCase& c : serving_cases())
+    if (sm90_takes(c)) cases.push_back(c);
+  const auto packs_4_1_8 = [](int d) { return d == 128 ? 4 : d == 96 ? 16 : 2; };
+  for (const std::vector<ServingCase>& family :
+       {many_tile_cases("sm90", {{64, 64}, {96, 96}, {128, 128}, {192, 128}, {256, 256}}, packs_4_1_8,
+                        {1000, 3, 2500, 129, 0, 700, 128, 1, 257}, {1000, 3, 2000, 300, 50, 700, 128, 4100, 0}),
+        slack_cases("sm90")})
+    cases.insert(cases.end(), family.begin(), family.end());
+  for (bool causal : {false, true}) {
     // Paged: (d, page size) so that pages hold a quarter of a 128-key block, one block, two blocks; 16-key
     // pieces of an 80-key block (d256); 64-key pieces of 192-key blocks across 256-key pages (d64 full).
     for (auto [d, ps] : {std::pair{128, 32}, {128, 128}, {128, 256}, {256, 16}, {64, 256}}) {
       ServingCase p;
-      p.backend = Backend::sm90;
       p.causal = causal, p.d = p.dv = d, p.paged = true, p.page_size = ps, p.share_pages = true;
       p.name = "sm90_paged" + std::to_string(ps) + "_d" + std::to_string(d) + (causal ? "_causal" : "_full");
       p.heads_q = 8, p.heads_kv = 2;
@@ -504,6 +522,7 @@ std::vector<ServingCase> sm90_serving_cases() {
       cases.push_back(p);
     }
   }
+  for (ServingCase& c : cases) c.backend = Backend::sm90;
   return cases;
 }
 
@@ -517,24 +536,13 @@ std::vector<ServingCase> sm100_serving_cases() {
   };
   for (const ServingCase& c : serving_cases())
     if (sm100_takes(c)) cases.push_back(c);
-  for (const ServingCase& c : sm90_serving_cases())  // the padded-cache and slack cases
-    if (sm100_takes(c) && c.name.rfind("sm90_ragged_many_tiles", 0) != 0 && c.name.rfind("sm90_", 0) == 0) {
-      cases.push_back(c);
-      cases.back().name = "sm100" + c.name.substr(4);
-    }
-  // More tiles (2 x 128 rows) than the H200 has SMs, with short and empty sequences; smaller than the sm90
-  // ones, as the emulated MMAs are slow.
-  for (bool causal : {false, true})
-    for (auto [d, dv] : {std::pair{64, 64}, {96, 96}, {128, 128}, {192, 128}}) {
-      ServingCase c;
-      c.causal = causal, c.d = d, c.dv = dv;
-      c.name = "sm100_ragged_many_tiles_d" + std::to_string(d) + "_" + std::to_string(dv) + (causal ? "_causal" : "_full");
-      c.heads_q = 16, c.heads_kv = d == 128 ? 4 : 16;  // packs of 4, none
-      c.dtype = d == 64 ? DType::fp16 : DType::bf16;
-      c.seqlens_q = {1000, 3, 700, 129, 0, 1, 300};
-      c.seqlens_k = {900, 3, 700, 300, 50, 1200, 0};
-      cases.push_back(c);
-    }
+  // More tiles (2 x 128 rows) than the H200 has SMs, smaller than the sm90 ones: the emulated MMAs are slow.
+  const auto packs_4_1 = [](int d) { return d == 128 ? 4 : 16; };
+  for (const std::vector<ServingCase>& family :
+       {many_tile_cases("sm100", {{64, 64}, {96, 96}, {128, 128}, {192, 128}}, packs_4_1, {1000, 3, 700, 129, 0, 1, 300},
+                        {900, 3, 700, 300, 50, 1200, 0}),
+        slack_cases("sm100")})
+    cases.insert(cases.end(), family.begin(), family.end());
   std::vector<ServingCase> out;
   for (Emulation mode : {Emulation::strict, Emulation::adversarial})
     for (ServingCase c : cases) {

@@ -1,0 +1,42 @@
+// Copies between a staged tile in shared memory (the layout of TMA boxes, common/smem_layout.h) and where a
+// TMA box cannot go: the sm90 and sm100 kernels' last tile of a ragged sequence, and the rows of a K/V
+// block past its sequence's keys.
+#pragma once
+
+#include "common/params.h"
+#include "common/smem_layout.h"
+
+namespace fa4k {
+
+// Packed rows [0, rows) of a staged O tile (kRows rows of kCols 16-bit elements, TMA boxes of swizzle kSw)
+// to O, 16 bytes per lane and step over `lanes` lanes: packed row r is token first_token + r / kPack of q
+// head group * kPack + r % kPack (the head itself when kPack is 1). Where a whole box would write past the
+// sequence (into the next one's rows).
+template <int kRows, int kCols, int kPack, fa4::Swizzle kSw>
+__device__ __forceinline__ void store_tile_rows(const char* tile, int rows, const TensorArgs& o, int first_token, int group,
+                                                int lane, int lanes) {
+  constexpr int kChunks = kCols / 8;  // 16-byte chunks per row
+#pragma unroll 1  // the copying warps have few registers
+  for (int i = lane; i < rows * kChunks; i += lanes) {
+    const int r = i / kChunks, col = i % kChunks * 8;
+    const int head = kPack > 1 ? group * kPack + r % kPack : group;
+    const uint4 chunk = *reinterpret_cast<const uint4*>(tile + fa4::swizzle_address(fa4::tile_offset(kSw, kRows, r, col), kSw));
+    *reinterpret_cast<uint4*>(static_cast<char*>(o.ptr) +
+                              2 * ((static_cast<long long>(first_token) + r / kPack) * o.seq_stride + head * o.head_stride + col)) = chunk;
+  }
+}
+
+// Zeroes rows [first, kRows) of a K/V tile of kRows rows and kCols 16-bit columns in boxes of kSpan-byte
+// rows (whole rows, so the swizzle does not matter), over `threads` threads from `thread` on.
+template <int kRows, int kCols, int kSpan>
+__device__ __forceinline__ void zero_tile_rows(char* tile, int first, int thread, int threads) {
+  constexpr int kChunks = kSpan / 16, kBoxes = kCols * 2 / kSpan;
+  const int rows = kRows - first;
+#pragma unroll 1
+  for (int i = thread; i < rows * kBoxes * kChunks; i += threads) {
+    const int chunk = i % kChunks, row = first + i / kChunks % rows, box = i / (kChunks * rows);
+    *reinterpret_cast<uint4*>(tile + box * kRows * kSpan + row * kSpan + chunk * 16) = make_uint4(0, 0, 0, 0);
+  }
+}
+
+}  // namespace fa4k
