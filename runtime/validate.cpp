@@ -380,10 +380,9 @@ fa4k::AttentionArgs make_kernel_args(const Problem& problem) {
   a.scale_log2 = p.softmax_scale * kLog2e;
   a.window_left = static_cast<int>(p.window_left);
   a.window_right = static_cast<int>(p.window_right);
-  if (p.softcap > 0) {  // the capped scores carry the scale: exp2 takes them times log2(e)
+  if (p.softcap > 0) {  // the kernels turn scores into tanh(s * scale / cap): exp2 takes them times cap log2(e)
     a.softcap_exp2 = 2 * kLog2e * p.softmax_scale / p.softcap;
-    a.softcap_out = p.softcap;
-    a.scale_log2 = kLog2e;
+    a.scale_log2 = p.softcap * kLog2e;
   }
   a.sinks = p.sinks;
   a.cu_seqlens_q = p.cu_seqlens_q;

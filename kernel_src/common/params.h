@@ -77,13 +77,13 @@ struct AttentionArgs {
   int heads_kv;
   int q_heads_per_kv;        // heads_q / heads_kv; q head h reads kv head h / q_heads_per_kv
   float softmax_scale;
-  float scale_log2;          // softmax_scale * log2(e): logits enter exp2 through one FMA (softcap: log2(e),
-                             // the capped scores already carry the scale)
+  float scale_log2;          // softmax_scale * log2(e): logits enter exp2 through one FMA (softcap: cap *
+                             // log2(e), the scores become tanh(s * softmax_scale / cap))
   // Variants, read when the kernel's flag is set: a window's sides (-1 unbounded; causal sets window_right
-  // 0), softcap s = softcap_out * tanh(s * softmax_scale / softcap_out) with tanh through exp2:
-  // softcap_exp2 = 2 log2(e) softmax_scale / softcap_out, and the sinks' fp32 [heads_q] logits.
+  // 0), softcap's tanh through exp2: softcap_exp2 = 2 log2(e) softmax_scale / cap (common/math.cuh
+  // softcap_tanh), and the sinks' fp32 [heads_q] logits.
   int window_left, window_right;
-  float softcap_exp2, softcap_out;
+  float softcap_exp2;
   const float* sinks;
   int num_m_blocks;          // ceil(seqlen_q * pack / tile_m): row tiles per (batch, kv head group)
   int total_tiles;           // work items of the static scheduler (persistent kernels)

@@ -433,9 +433,9 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
         for (int i = 0; i < 32; ++i) x[c + i] = __uint_as_float(raw[i]);
         if (kFault == Fault::skip_wait_ld) tmem_wait_ld();  // the defect: registers used before the wait
       }
-      if constexpr (kSoftcap) {  // before the mask; the capped scores carry the scale (scale_log2 = log2 e)
+      if constexpr (kSoftcap) {  // before the mask; scale_log2 carries the cap
 #pragma unroll
-        for (int c = 0; c < kN; ++c) x[c] = fa4k::softcap_score(x[c], a.softcap_exp2, a.softcap_out);
+        for (int c = 0; c < kN; ++c) x[c] = fa4k::softcap_tanh_rcp(x[c], a.softcap_exp2);
       }
       if (j < w.blocks.n_masked || j >= low_masked_from) {
         const int valid = limit - n * kN, valid_from = first - n * kN;  // columns [valid_from, valid) are visible

@@ -456,10 +456,10 @@ __device__ __forceinline__ float quad_sum(float x) {
 __device__ __forceinline__ void softmax_block(float (&s)[kN / 2], float (&m)[2], float (&l)[2], float (&scale)[2],
                                               bool masked, int key0, const int (&first)[2], const int (&limit)[2],
                                               const fa4k::AttentionArgs& a) {
-  const float scale_log2 = a.scale_log2;  // with softcap: log2(e), the capped scores carry the scale
+  const float scale_log2 = a.scale_log2;  // with softcap: cap * log2(e) (the scores become tanh)
   if constexpr (kSoftcap) {
 #pragma unroll
-    for (int i = 0; i < kN / 2; ++i) s[i] = fa4k::softcap_score(s[i], a.softcap_exp2, a.softcap_out);
+    for (int i = 0; i < kN / 2; ++i) s[i] = fa4k::softcap_tanh(s[i], a.softcap_exp2);
   }
   const int col0 = key0 + 2 * static_cast<int>(threadIdx.x % 4);
   if (masked) {
