@@ -10,7 +10,8 @@
 // free. The scheduler warp picks each tile, finds its sequence and K/V blocks, and announces all of it to the
 // other roles through a small shared-memory ring. 12 warps:
 //   0-3 Consumer0, 4-7 Consumer1: rows 0-63 and 64-127 of the tile (the wgmma M of 64)
-//   8 Producer: one thread issues the TMA loads (Q once per tile; K and V rings; paged: piece by piece)
+//   8 Producer: one thread issues the TMA loads (Q once per tile; K and V rings; paged: piece by piece, or
+//     the whole warp gathers them with cp.async when pages are small)
 //   9 Storer: one thread issues the TMA store of each tile's O, so no consumer waits for it (the last tile
 //     of a ragged sequence: the warp stores its rows, so that none lands in the next sequence's)
 //   10 Scheduler: draws and decodes the tiles (a role of its own: the producer warpgroup's registers are few)
@@ -22,6 +23,7 @@
 // while the other's wgmmas occupy the tensor cores. Each consumer writes its rows of O into shared memory
 // (over its own rows of Q when the Plan stages O there) and goes on to the next tile.
 #include "common/block_range.h"
+#include "common/cp_async.cuh"
 #include "common/math.cuh"
 #include "common/params.h"
 #include "common/ptx.cuh"
@@ -316,6 +318,45 @@ __device__ __forceinline__ PagedPiece paged_piece(const fa4k::AttentionArgs& a, 
   return p;
 }
 
+// Pages of fewer keys than a third of a block: a block is then many small TMA boxes, which one thread issues
+// slower than the tensor cores consume them (pages of 16 ran at 0.67x of contiguous K/V). The warp gathers
+// such blocks itself with cp.async, 16 bytes a lane, into the swizzled layout a TMA box would have written.
+constexpr int kMostTmaPieces = 2;
+// Gathered blocks are written by cp.async (the generic proxy), which the wgmmas (the async proxy) see
+// after a proxy fence: each consumer fences after the block's full barrier. (Tested at each use, from the
+// kernel's parameters: a register held across the consumer loop spills the largest configurations.)
+__device__ __forceinline__ bool gathers_kv(const fa4k::AttentionArgs& a) {
+  return kPaged && kN / fa4k::paged_piece_rows(kN, a.page_size_log2) > kMostTmaPieces;
+}
+
+// One K or V block of kDim columns gathered by the warp: row r comes from piece r >> piece_log2, lane p's
+// page and first slot (paged_piece); page -1 (past the table) loads zeros. The full barrier completes when
+// every lane's copies have landed: each lane adds a pending arrival that its copies' completion makes, and
+// the leader then makes the barrier's one expected arrival. (Few live values: the producer has 40 registers.)
+template <int kDim>
+__device__ __forceinline__ void gather_kv_block(char* dst, const fa4k::TensorArgs& t, u64* full, int kv_head,
+                                                const PagedPiece& here, int piece_log2) {
+  constexpr int kChunks = kDim * 2 / 16;  // 16-byte chunks per row
+  static_assert(kN * kChunks % 32 == 0, "whole warp steps");
+  const int lane = threadIdx.x % 32;
+  // Lane p: its piece's first row, or null past the table.
+  const char* piece_row = here.page >= 0 ? static_cast<const char*>(t.ptr) +
+                                               (here.page * t.batch_stride + here.slot * t.seq_stride + kv_head * t.head_stride) * 2
+                                         : nullptr;
+  const u32 row_bytes = static_cast<u32>(t.seq_stride * 2), base = smem_u32(dst);
+#pragma unroll 1
+  for (int step = 0; step < kN * kChunks / 32; ++step) {
+    const int i = step * 32 + lane, r = i / kChunks, chunk = i % kChunks;
+    const char* row = reinterpret_cast<const char*>(__shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(piece_row), r >> piece_log2));
+    const u32 dst_row = swizzle_address(base + tile_offset(kSwizzle, kN, r, chunk * 8), kSwizzle);
+    fa4k::cp_async_16(dst_row, row ? row + (r & ((1 << piece_log2) - 1)) * row_bytes + chunk * 16 : static_cast<const char*>(t.ptr),
+                      row ? 16 : 0);
+  }
+  fa4k::cp_async_mbarrier_arrive(smem_u32(full));
+  __syncwarp();
+  if (lane == 0) mbarrier_arrive(full);
+}
+
 __device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Smem& sm, const Work& w, Ring& ring, u32 tile_phase,
                                           const TmaDescriptor* tq, const TmaDescriptor* tk, const TmaDescriptor* tv) {
   Barriers& b = sm.bars();
@@ -325,16 +366,26 @@ __device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Sm
   const int top = w.seq.k_row0 + w.blocks.n_first * kN;  // the first block's first key (row)
   // Paged: each block's pages are looked up one block ahead, so the table read hides behind the waits.
   PagedPiece next = kPaged ? paged_piece(a, w.batch, top, log2, piece) : PagedPiece{top, w.seq.k_batch};
+  const bool gather = gathers_kv(a);
+  const int piece_log2 = 31 - __clz(piece);
   for (int j = 0; j < w.blocks.n_blocks; ++j) {
     const PagedPiece here = next;
     if (kPaged && j + 1 < w.blocks.n_blocks) next = paged_piece(a, w.batch, top - (j + 1) * kN, log2, piece);
     const int row = kPaged ? here.slot : top - j * kN, batch = kPaged ? here.page : here.slot;
     wait<true>(&b.k_empty[ring.index], ring.phase ^ 1);
-    if (leader) mbarrier_arrive_expect_tx(&b.k_full[ring.index], kN * kD * 2);
-    load_kv_block(sm.k(ring.index), tk, &b.k_full[ring.index], kD, kv_head, row, batch, piece);
+    if (gather) {
+      gather_kv_block<kD>(sm.k(ring.index), a.k, &b.k_full[ring.index], kv_head, here, piece_log2);
+    } else {
+      if (leader) mbarrier_arrive_expect_tx(&b.k_full[ring.index], kN * kD * 2);
+      load_kv_block(sm.k(ring.index), tk, &b.k_full[ring.index], kD, kv_head, row, batch, piece);
+    }
     wait<true>(&b.v_empty[ring.index], ring.phase ^ 1);
-    if (leader) mbarrier_arrive_expect_tx(&b.v_full[ring.index], kN * kDv * 2);
-    load_kv_block(sm.v(ring.index), tv, &b.v_full[ring.index], kDv, kv_head, row, batch, piece);
+    if (gather) {
+      gather_kv_block<kDv>(sm.v(ring.index), a.v, &b.v_full[ring.index], kv_head, here, piece_log2);
+    } else {
+      if (leader) mbarrier_arrive_expect_tx(&b.v_full[ring.index], kN * kDv * 2);
+      load_kv_block(sm.v(ring.index), tv, &b.v_full[ring.index], kDv, kv_head, row, batch, piece);
+    }
     ring.advance();
     if (j == 0) {
       wait<true>(&b.q_empty, tile_phase ^ 1);
@@ -589,6 +640,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
 
     // Block 0: S only (outside the turns, as the last PV: the other consumer has nothing to overlap).
     wait<false>(&b.k_full[ring.index], ring.phase);
+    if (gathers_kv(a)) fence_proxy_async_shared();  // cp.async wrote K/V
     fence_registers(s);
     wgmma_fence();
     issue_qk(s, sm.q(), sm.k(ring.index), wg);
@@ -607,6 +659,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
       // them when a spin loop sits between fence and issue).
       wait<false>(&b.k_full[ring.index], ring.phase);
       wait<false>(&b.v_full[v_pos.index], v_pos.phase);
+      if (gathers_kv(a)) fence_proxy_async_shared();  // cp.async wrote K/V
       if (j == 1) clean_v_tail(sm.v(v_pos.index), w, wg);
       take_turn(wg);
       fence_registers(s);
@@ -632,6 +685,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     }
     // The last block's PV.
     wait<false>(&b.v_full[v_pos.index], v_pos.phase);
+    if (gathers_kv(a)) fence_proxy_async_shared();  // cp.async wrote K/V
     if (w.blocks.n_blocks == 1) clean_v_tail(sm.v(v_pos.index), w, wg);
     fence_operands(o, p);
     issue_pv(o, p, sm.v(v_pos.index), w.blocks.n_blocks > 1);
