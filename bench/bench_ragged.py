@@ -57,7 +57,10 @@ def ms_per_call(torch, fn):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=1, help="the lengths' seed (default 1)")
+    ap.add_argument("--pages", default=",".join(map(str, PAGE_SIZES)), help="page sizes (default %(default)s)")
+    ap.add_argument("--in-order", action="store_true", help="each sequence's pages in order (default: shuffled)")
     args = ap.parse_args()
+    page_sizes = [int(p) for p in args.pages.split(",")]
     env = peers_env.torch_or_skip()
     if env is None:
         return 77
@@ -69,9 +72,9 @@ def main():
     s = TOKENS // batch
     print("fa4rt %s, torch %s, %s" % (fa4rt.version(), torch.__version__, torch.cuda.get_device_name()))
     print("ragged: %d sequences, lengths %s; dense: %dx%d\n" % (len(lens), lens, batch, s))
-    paged_heads = "".join(" paged %d TFLOP/s | paged/ragged |" % ps for ps in PAGE_SIZES)
+    paged_heads = "".join(" paged %d TFLOP/s | paged/ragged |" % ps for ps in page_sizes)
     print("| causal | ragged TFLOP/s | dense TFLOP/s | ragged/dense |%s check |" % paged_heads)
-    print("|---|---|---|---|%s---|" % ("---|---|" * len(PAGE_SIZES)))
+    print("|---|---|---|---|%s---|" % ("---|---|" * len(page_sizes)))
 
     def randn(*shape):
         return torch.randn(*shape, device="cuda").to(torch.bfloat16)
@@ -83,10 +86,11 @@ def main():
     ragged_kw = dict(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max(lens), max_seqlen_k=max(lens), num_splits=1)
     # The same keys in a page pool: sequence i's pages in shuffled order, its table row padded with -1.
     starts, rng, paged = cu.tolist(), random.Random(args.seed + 100), {}
-    for ps in PAGE_SIZES:
+    for ps in page_sizes:
         counts = [(n + ps - 1) // ps for n in lens]
         order = list(range(sum(counts)))
-        rng.shuffle(order)
+        if not args.in_order:
+            rng.shuffle(order)
         k_pool = torch.zeros(len(order), ps, HEADS, D, device="cuda", dtype=torch.bfloat16)
         v_pool = torch.zeros_like(k_pool)
         table = torch.full((len(lens), max(counts)), -1, dtype=torch.int32)
@@ -119,7 +123,7 @@ def main():
         worst = worst_error(k, v, ragged_kw)
         ragged, dense = flops / ragged_ms / 1e9, dense_flops / dense_ms / 1e9
         cells = ""
-        for ps in PAGE_SIZES:
+        for ps in page_sizes:
             k_pool, v_pool, kw = paged[ps]
             paged_ms = ms_per_call(torch, lambda: attn.run(q, k_pool, v_pool, out=out, causal=causal, **kw))
             worst = max(worst, worst_error(k_pool, v_pool, kw))

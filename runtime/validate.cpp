@@ -177,9 +177,9 @@ Problem validate(const AttentionParams& in) {
       fail(field, "must be -1 (unbounded) or in [0, 2^31), got " + std::to_string(side));
   if (p.causal && p.window_right > 0)
     fail("window_right", "must be -1 or 0 with causal (causal is window_right 0), got " + std::to_string(p.window_right));
-  if (!std::isfinite(p.softcap) || p.softcap < 0 || !std::isfinite(2 * p.softcap))
-    fail("softcap", "must be 0 (off) or positive with 2 * softcap finite in fp32, got " + show(p.softcap));
-  if (p.softcap > 0 && !std::isfinite(2 * kLog2e * p.softmax_scale / p.softcap))
+  if (!std::isfinite(p.softcap) || p.softcap < 0 || !std::isfinite(kLog2e * p.softcap))
+    fail("softcap", "must be 0 (off) or positive with softcap * log2(e) finite in fp32, got " + show(p.softcap));
+  if (p.softcap > 0 && !std::isfinite(p.softmax_scale / p.softcap))
     fail("softcap", "softmax_scale / softcap must be finite in fp32, got softcap " + show(p.softcap));
   if (p.sinks) check_pointer("sinks", p.sinks, 4);
   // With causal the right side adds nothing (it is -1 or 0), so a causal problem is a window only with a left
@@ -381,7 +381,7 @@ fa4k::AttentionArgs make_kernel_args(const Problem& problem) {
   a.window_left = static_cast<int>(p.window_left);
   a.window_right = static_cast<int>(p.window_right);
   if (p.softcap > 0) {  // the kernels turn scores into tanh(s * scale / cap): exp2 takes them times cap log2(e)
-    a.softcap_exp2 = 2 * kLog2e * p.softmax_scale / p.softcap;
+    a.softcap_scale = p.softmax_scale / p.softcap;
     a.scale_log2 = p.softcap * kLog2e;
   }
   a.sinks = p.sinks;

@@ -22,26 +22,16 @@ __device__ __forceinline__ float rcp_approx(float x) {  // ~1 ulp; no IEEE-divis
   return y;
 }
 
-// Softcapping (before the mask): s = cap * tanh(s * softmax_scale / cap). Returns the tanh only: the host
-// folds cap into scale_log2 (AttentionArgs), so the exponent's one FMA applies it. exp2_scale = 2 log2(e)
-// softmax_scale / cap (AttentionArgs::softcap_exp2). tanh|x| = (1 - t) / (1 + t) with t = e^(-2|x|) in (0, 1]
-// (never overflows): one MUFU ex2, and the division on the FMA pipe, since the MUFU pipe already carries the
-// softmax's exponentials (a quadratic start for 1 / (1 + t), relative error 1/99, then two Newton steps:
-// 1e-8). An absolute error of about cap * 3e-7 in the capped score, from ex2's; tanh.approx would give a
-// relative 2^-11, 0.015 at a score of 30, and rcp a second MUFU.
-__device__ __forceinline__ float softcap_tanh(float s, float exp2_scale) {
-  const float t = exp2_approx(-fabsf(s) * exp2_scale);
-  const float d = 1.f + t;
-  float r = fmaf(fmaf(32.f / 99.f, t, -80.f / 99.f), t, 98.f / 99.f);
-  r = fmaf(r, fmaf(-d, r, 1.f), r);
-  r = fmaf(r, fmaf(-d, r, 1.f), r);
-  return copysignf(fmaf(-t, r, r), s);
-}
-// The same tanh as 1 - 2 / (e^(2x) + 1) with the division on the MUFU pipe (rcp): two temporaries instead
-// of four, for the sm100 softmax, whose 128 scores of a row already fill its registers (the FMA form spills
-// there). e^(2x) overflowing to +inf gives 1, underflowing to 0 gives -1; the same error as above.
-__device__ __forceinline__ float softcap_tanh_rcp(float s, float exp2_scale) {
-  return fmaf(-2.f, rcp_approx(exp2_approx(s * exp2_scale) + 1.f), 1.f);
+// Softcapping (before the mask): s = cap * tanh(s * softmax_scale / cap). Returns the tanh only, of
+// s * softcap_scale (AttentionArgs::softcap_scale = softmax_scale / cap): the host folds cap into
+// scale_log2, so the exponent's one FMA applies it. One MUFU operation (tanh.approx, as FlashAttention 3
+// and 4 do): the softmax's exponential already fills the MUFU pipe, and an exact tanh (an exponential and a
+// reciprocal, or a division by Newton steps) ran at 0.62-0.69x of the kernel without softcap on the H200.
+// Its relative error, at most 2^-10.99, moves a capped score by up to cap * 2^-11 (0.015 at a cap of 30).
+__device__ __forceinline__ float softcap_tanh(float s, float softcap_scale) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(s * softcap_scale));
+  return y;
 }
 
 // Attention sinks: the sink's logit joins a finished row's denominator. Returns the row's new LSE (natural

@@ -80,10 +80,10 @@ struct AttentionArgs {
   float scale_log2;          // softmax_scale * log2(e): logits enter exp2 through one FMA (softcap: cap *
                              // log2(e), the scores become tanh(s * softmax_scale / cap))
   // Variants, read when the kernel's flag is set: a window's sides (-1 unbounded; causal sets window_right
-  // 0), softcap's tanh through exp2: softcap_exp2 = 2 log2(e) softmax_scale / cap (common/math.cuh
+  // 0), softcap's tanh(s * softcap_scale), softcap_scale = softmax_scale / cap (common/math.cuh
   // softcap_tanh), and the sinks' fp32 [heads_q] logits.
   int window_left, window_right;
-  float softcap_exp2;
+  float softcap_scale;
   const float* sinks;
   int num_m_blocks;          // ceil(seqlen_q * pack / tile_m): row tiles per (batch, kv head group)
   int total_tiles;           // work items of the static scheduler (persistent kernels)

@@ -177,7 +177,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
     float s[1][2][4];
     qk_chunk(s, sQ, sK + stage * kKChunkBytes, lane);
     const int key0 = (first_chunk + i * kWarps) * kChunk;
-    if (fa4cfg::kSoftcap) softcap_block(s, args.softcap_exp2);
+    if (fa4cfg::kSoftcap) softcap_block(s, args.softcap_scale);
     if (key0 + kChunk > seqlen_k || key0 + kChunk - 1 > first_row_last || (fa4cfg::kWindow && key0 < last_row_first))
       mask_block(s, row0, key0, lane, seqlen_k, diag, args);
     u32 p[1][2][2];

@@ -310,7 +310,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_f
     float s[kMTiles][kSTiles][4];
     qk_block(s, sQ, sK + stage * kKStageBytes, warp, lane);
     const int key0 = n_block * kTileN;
-    if (fa4cfg::kSoftcap) softcap_block(s, args.softcap_exp2);
+    if (fa4cfg::kSoftcap) softcap_block(s, args.softcap_scale);
     // Mask code runs only on boundary blocks: the seqlen_k tail, blocks past the first row's last key
     // (causal, window) and blocks before the last row's first key (window).
     const bool boundary = key0 + kTileN > seqlen_k || key0 + kTileN - 1 > last_key(args, row_token(row0), diag, seqlen_k) ||

@@ -33,13 +33,13 @@ __device__ __forceinline__ void mask_block(float (&s)[M][N][4], int warp_row0, i
 
 // Softcapping (before the mask), common/math.cuh's softcap_tanh on every score of the block.
 template <int M, int N>
-__device__ __forceinline__ void softcap_block(float (&s)[M][N][4], float exp2_scale) {
+__device__ __forceinline__ void softcap_block(float (&s)[M][N][4], float softcap_scale) {
 #pragma unroll
   for (int mt = 0; mt < M; ++mt)
 #pragma unroll
     for (int nt = 0; nt < N; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[mt][nt][e] = fa4k::softcap_tanh(s[mt][nt][e], exp2_scale);
+      for (int e = 0; e < 4; ++e) s[mt][nt][e] = fa4k::softcap_tanh(s[mt][nt][e], softcap_scale);
 }
 
 using fa4k::add_sink;

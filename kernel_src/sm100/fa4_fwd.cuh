@@ -435,7 +435,7 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
       }
       if constexpr (kSoftcap) {  // before the mask; scale_log2 carries the cap
 #pragma unroll
-        for (int c = 0; c < kN; ++c) x[c] = fa4k::softcap_tanh_rcp(x[c], a.softcap_exp2);
+        for (int c = 0; c < kN; ++c) x[c] = fa4k::softcap_tanh(x[c], a.softcap_scale);
       }
       if (j < w.blocks.n_masked || j >= low_masked_from) {
         const int valid = limit - n * kN, valid_from = first - n * kN;  // columns [valid_from, valid) are visible

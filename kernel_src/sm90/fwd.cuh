@@ -329,29 +329,48 @@ __device__ __forceinline__ bool gathers_kv(const fa4k::AttentionArgs& a) {
   return kPaged && kN / fa4k::paged_piece_rows(kN, a.page_size_log2) > kMostTmaPieces;
 }
 
-// One K or V block of kDim columns gathered by the warp: row r comes from piece r >> piece_log2, lane p's
-// page and first slot (paged_piece); page -1 (past the table) loads zeros. The full barrier completes when
-// every lane's copies have landed: each lane adds a pending arrival that its copies' completion makes, and
-// the leader then makes the barrier's one expected arrival. (Few live values: the producer has 40 registers.)
+// One piece's rows of a gathered K or V block, by its 2^kLanesLog2 lanes: lane `sub` copies chunks sub,
+// sub + lanes, ... of each row. The rows' swizzle pattern and the chunks are compile-time, so each copy is
+// little more than its cp.async. `tile`: the piece's first row in shared memory (a multiple of 8 rows).
+template <int kDim, int kLanesLog2>
+__device__ __forceinline__ void gather_piece(u32 tile, const char* src, u32 row_bytes, int src_bytes, u32 sub) {
+  constexpr int kLanes = 1 << kLanesLog2, kChunks = kDim * 2 / 16;  // 16-byte chunks per row
+  constexpr int kRows = kN * kLanes / 32;                             // rows per piece
+  constexpr int kRowsUnrolled = kChunks / kLanes <= 4 ? 2 : 1;  // within the producer's 56 registers
+  src += sub * 16;
+#pragma unroll kRowsUnrolled
+  for (int r = 0; r < kRows; ++r, src += row_bytes) {
+#pragma unroll
+    for (int c = 0; c < (kChunks + kLanes - 1) / kLanes; ++c) {
+      const u32 chunk = sub + c * kLanes;
+      if (kChunks % kLanes == 0 || chunk < kChunks)
+        fa4k::cp_async_16(tile + swizzle_address(tile_offset(kSwizzle, kN, r, chunk * 8), kSwizzle), src + c * kLanes * 16,
+                          src_bytes);
+    }
+  }
+}
+
+// One K or V block gathered by the warp: each piece (paged_piece: lane p's page and first slot) gets
+// 32 / pieces lanes, which find its first row once. A piece past the table (page -1) loads zeros (its
+// addresses stay inside page 0, read nothing). The full barrier completes when every lane's copies have
+// landed: each lane adds a pending arrival that its copies' completion makes, and the leader then makes
+// the barrier's one expected arrival.
 template <int kDim>
 __device__ __forceinline__ void gather_kv_block(char* dst, const fa4k::TensorArgs& t, u64* full, int kv_head,
                                                 const PagedPiece& here, int piece_log2) {
-  constexpr int kChunks = kDim * 2 / 16;  // 16-byte chunks per row
-  static_assert(kN * kChunks % 32 == 0, "whole warp steps");
-  const int lane = threadIdx.x % 32;
-  // Lane p: its piece's first row, or null past the table.
-  const char* piece_row = here.page >= 0 ? static_cast<const char*>(t.ptr) +
-                                               (here.page * t.batch_stride + here.slot * t.seq_stride + kv_head * t.head_stride) * 2
-                                         : nullptr;
-  const u32 row_bytes = static_cast<u32>(t.seq_stride * 2), base = smem_u32(dst);
-#pragma unroll 1
-  for (int step = 0; step < kN * kChunks / 32; ++step) {
-    const int i = step * 32 + lane, r = i / kChunks, chunk = i % kChunks;
-    const char* row = reinterpret_cast<const char*>(__shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(piece_row), r >> piece_log2));
-    const u32 dst_row = swizzle_address(base + tile_offset(kSwizzle, kN, r, chunk * 8), kSwizzle);
-    fa4k::cp_async_16(dst_row, row ? row + (r & ((1 << piece_log2) - 1)) * row_bytes + chunk * 16 : static_cast<const char*>(t.ptr),
-                      row ? 16 : 0);
-  }
+  static_assert(!kPaged || (kN <= 128 && kN % 8 == 0), "4 or 8 pieces of at least 16 rows when gathered: 8 or 4 lanes each");
+  const int lane = threadIdx.x % 32, lanes_log2 = 5 - (__ffs(kN) - 1 - piece_log2);
+  const int piece = lane >> lanes_log2, sub = lane & ((1 << lanes_log2) - 1);
+  const char* piece_row = static_cast<const char*>(t.ptr) +
+                          (here.page * t.batch_stride + here.slot * t.seq_stride + kv_head * t.head_stride) * 2;
+  const int page = __shfl_sync(0xffffffffu, here.page, piece);  // (every lane shuffles: full mask)
+  const auto row0 = __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(piece_row), piece);
+  const char* src = page >= 0 ? reinterpret_cast<const char*>(row0) : static_cast<const char*>(t.ptr);
+  const u32 tile = smem_u32(dst) + static_cast<u32>(piece << piece_log2) * kSpan, row_bytes = static_cast<u32>(t.seq_stride * 2);
+  if (kN == 128 && lanes_log2 == 2)  // 8 pieces of 16 rows (a smaller block has at most 4)
+    gather_piece<kDim, 2>(tile, src, row_bytes, page >= 0 ? 16 : 0, sub);
+  else
+    gather_piece<kDim, 3>(tile, src, row_bytes, page >= 0 ? 16 : 0, sub);
   fa4k::cp_async_mbarrier_arrive(smem_u32(full));
   __syncwarp();
   if (lane == 0) mbarrier_arrive(full);
@@ -510,7 +529,7 @@ __device__ __forceinline__ void softmax_block(float (&s)[kN / 2], float (&m)[2],
   const float scale_log2 = a.scale_log2;  // with softcap: cap * log2(e) (the scores become tanh)
   if constexpr (kSoftcap) {
 #pragma unroll
-    for (int i = 0; i < kN / 2; ++i) s[i] = fa4k::softcap_tanh(s[i], a.softcap_exp2);
+    for (int i = 0; i < kN / 2; ++i) s[i] = fa4k::softcap_tanh(s[i], a.softcap_scale);
   }
   const int col0 = key0 + 2 * static_cast<int>(threadIdx.x % 4);
   if (masked) {

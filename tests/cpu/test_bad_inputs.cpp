@@ -401,7 +401,7 @@ std::vector<Case> bad_inputs() {
       params_case("softcap -1", "softcap", [](P& p) { p.softcap = -1.f; }),
       params_case("softcap NaN", "softcap", [](P& p) { p.softcap = std::nanf(""); }),
       params_case("softcap inf", "softcap", [](P& p) { p.softcap = INFINITY; }),
-      params_case("softcap 3e38 (2 * softcap overflows)", "softcap", [](P& p) { p.softcap = 3e38f; }),
+      params_case("softcap 3e38 (softcap * log2(e) overflows)", "softcap", [](P& p) { p.softcap = 3e38f; }),
       params_case("softcap 1e-45 (scale / cap overflows)", "softcap", [](P& p) { p.softcap = 1e-45f; }),
       params_case("sinks misaligned", "sinks", [](P& p) { p.sinks = reinterpret_cast<const float*>(uintptr_t{0x1002}); }),
       params_case("num_splits -1", "num_splits", [](P& p) { p.num_splits = -1; }),
