@@ -4,7 +4,8 @@ without it, on the work each does (target: within 5%).
 
 Prefill: 1 x 16384 tokens, 16 heads, head_dim 128, bf16, TFLOP/s over the (query, key) pairs each call
 computes: 4 * d * pairs (a window counts only the pairs inside it; its baseline is causal, the window's
-right side). Decode: 64 sequences x 4096 keys, GQA 32/8, num_splits 0 with a workspace, K+V GB/s over the
+right side), and for the window rows also over the blocks the kernel visits (issue 11's measure: the pairs
+of every block not skipped, masked or not; the tiles come from `fa4rt plan` beside FA4_LIB). Decode: 64 sequences x 4096 keys, GQA 32/8, num_splits 0 with a workspace, K+V GB/s over the
 keys each call reads (a window's: the last window_left + 1; its baselines: all 4096 keys, and a cache of just
 the 2048 keys it reads, the same work). Times: CUDA events around 10 calls after a
 warm-up, the median of 5. Every output is finite (a NaN or inf fails the row).
@@ -13,7 +14,9 @@ warm-up, the median of 5. Every output is finite (a NaN or inf fails the row).
 """
 
 import os
+import re
 import statistics
+import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,6 +41,31 @@ def timed_ms(torch, call):
     if not bool(torch.isfinite(out).all()):
         raise RuntimeError("non-finite output")
     return statistics.median(times)
+
+
+def plan_tiles(d):
+    """(tile_m, tile_n) of the causal, windowed prefill Plan the library picks, from `fa4rt plan`; None
+    when the tool is not beside the library."""
+    tool = os.path.join(os.path.dirname(os.path.abspath(os.environ.get("FA4_LIB", "build/libfa4rt.so"))), "fa4rt")
+    if not os.path.exists(tool):
+        return None
+    backend = os.environ.get("FA4_BACKEND", "auto")
+    text = subprocess.run([tool, "plan", "--backend", backend, "--d", str(d), "--causal", "--window"],
+                          capture_output=True, text=True).stdout
+    m = re.search(r"tiles (\d+) \(q rows\) x (\d+) \(k rows\)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def visited_pairs(s, left, tiles):
+    """(query, key) pairs of the blocks a bottom-right (left, 0) window visits over s x s (left < 0:
+    causal): per tile of rows, from the block of its first row's first key to its last row's last key."""
+    tile_m, tile_n = tiles
+    pairs = 0
+    for m0 in range(0, s, tile_m):
+        m1 = min(s, m0 + tile_m)
+        lo = 0 if left < 0 else max(0, m0 - left)
+        pairs += (m1 - m0) * ((m1 - 1) // tile_n - lo // tile_n + 1) * tile_n
+    return pairs
 
 
 def row(name, value, base, unit):
@@ -69,7 +97,13 @@ def main():
     base_causal = prefill_tflops(causal_pairs, causal=True)
     row("prefill softcap 30", prefill_tflops(full_pairs, softcap=30.0), base, "TFLOP/s")
     row("prefill sinks", prefill_tflops(full_pairs, sinks=sinks), base, "TFLOP/s")
-    row("prefill window (4095, 0) vs causal", prefill_tflops(window_pairs, window=(left, 0)), base_causal, "TFLOP/s")
+    window_ms = timed_ms(torch, lambda: attn.run(q, k, v, out=out, window=(left, 0)))
+    row("prefill window (4095, 0) vs causal", 4 * d * h * window_pairs / window_ms / 1e9, base_causal, "TFLOP/s")
+    tiles = plan_tiles(d)
+    if tiles:
+        causal_ms = timed_ms(torch, lambda: attn.run(q, k, v, out=out, causal=True))
+        visited = [4 * d * h * visited_pairs(s, w, tiles) / t / 1e9 for w, t in ((left, window_ms), (-1, causal_ms))]
+        row("prefill window vs causal, visited blocks (%dx%d tiles)" % tiles, visited[0], visited[1], "TFLOP/s")
     row("prefill all three, causal", prefill_tflops(window_pairs, window=(left, 0), softcap=30.0, sinks=sinks),
         base_causal, "TFLOP/s")
 

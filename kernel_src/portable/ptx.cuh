@@ -3,14 +3,10 @@
 // addresses; global operands are generic pointers converted with cvta.to.global.
 #pragma once
 
-#include "common/cp_async.cuh"
 #include "common/math.cuh"
 
 namespace fa4p {
 
-using fa4k::cp_async_16;
-using fa4k::cp_async_commit;
-using fa4k::cp_async_wait;
 using fa4k::exp2_approx;
 using fa4k::log2_approx;
 using fa4k::neg_inf;
@@ -24,6 +20,16 @@ __device__ __forceinline__ u32 shared_address(const void* p) {
   asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
   return a;
 }
+
+// 16-byte global -> shared copy that bypasses L1. src_bytes = 0 reads nothing and writes 16 zero bytes.
+__device__ __forceinline__ void cp_async_16(u32 dst, const void* src, int src_bytes) {
+  asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %1; cp.async.cg.shared.global [%0], [g], 16, %2; }"
+               :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 
 // Four 8x8 b16 matrices; lane l supplies the row address of matrix l / 8, row l % 8.
 __device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], u32 addr) {

@@ -10,8 +10,7 @@
 // free. The scheduler warp picks each tile, finds its sequence and K/V blocks, and announces all of it to the
 // other roles through a small shared-memory ring. 12 warps:
 //   0-3 Consumer0, 4-7 Consumer1: rows 0-63 and 64-127 of the tile (the wgmma M of 64)
-//   8 Producer: one thread issues the TMA loads (Q once per tile; K and V rings; paged: piece by piece, or
-//     the whole warp gathers them with cp.async when pages are small)
+//   8 Producer: one thread issues the TMA loads (Q once per tile; K and V rings; paged: piece by piece)
 //   9 Storer: one thread issues the TMA store of each tile's O, so no consumer waits for it (the last tile
 //     of a ragged sequence: the warp stores its rows, so that none lands in the next sequence's)
 //   10 Scheduler: draws and decodes the tiles (a role of its own: the producer warpgroup's registers are few)
@@ -23,7 +22,6 @@
 // while the other's wgmmas occupy the tensor cores. Each consumer writes its rows of O into shared memory
 // (over its own rows of Q when the Plan stages O there) and goes on to the next tile.
 #include "common/block_range.h"
-#include "common/cp_async.cuh"
 #include "common/math.cuh"
 #include "common/params.h"
 #include "common/ptx.cuh"
@@ -318,64 +316,6 @@ __device__ __forceinline__ PagedPiece paged_piece(const fa4k::AttentionArgs& a, 
   return p;
 }
 
-// Pages of fewer keys than a third of a block: a block is then many small TMA boxes, which one thread issues
-// slower than the tensor cores consume them (pages of 16 ran at 0.67x of contiguous K/V). The warp gathers
-// such blocks itself with cp.async, 16 bytes a lane, into the swizzled layout a TMA box would have written.
-constexpr int kMostTmaPieces = 2;
-// Gathered blocks are written by cp.async (the generic proxy), which the wgmmas (the async proxy) see
-// after a proxy fence: each consumer fences after the block's full barrier. (Tested at each use, from the
-// kernel's parameters: a register held across the consumer loop spills the largest configurations.)
-__device__ __forceinline__ bool gathers_kv(const fa4k::AttentionArgs& a) {
-  return kPaged && kN / fa4k::paged_piece_rows(kN, a.page_size_log2) > kMostTmaPieces;
-}
-
-// One piece's rows of a gathered K or V block, by its 2^kLanesLog2 lanes: lane `sub` copies chunks sub,
-// sub + lanes, ... of each row. The rows' swizzle pattern and the chunks are compile-time, so each copy is
-// little more than its cp.async. `tile`: the piece's first row in shared memory (a multiple of 8 rows).
-template <int kDim, int kLanesLog2>
-__device__ __forceinline__ void gather_piece(u32 tile, const char* src, u32 row_bytes, int src_bytes, u32 sub) {
-  constexpr int kLanes = 1 << kLanesLog2, kChunks = kDim * 2 / 16;  // 16-byte chunks per row
-  constexpr int kRows = kN * kLanes / 32;                             // rows per piece
-  constexpr int kRowsUnrolled = kChunks / kLanes <= 4 ? 2 : 1;  // within the producer's 56 registers
-  src += sub * 16;
-#pragma unroll kRowsUnrolled
-  for (int r = 0; r < kRows; ++r, src += row_bytes) {
-#pragma unroll
-    for (int c = 0; c < (kChunks + kLanes - 1) / kLanes; ++c) {
-      const u32 chunk = sub + c * kLanes;
-      if (kChunks % kLanes == 0 || chunk < kChunks)
-        fa4k::cp_async_16(tile + swizzle_address(tile_offset(kSwizzle, kN, r, chunk * 8), kSwizzle), src + c * kLanes * 16,
-                          src_bytes);
-    }
-  }
-}
-
-// One K or V block gathered by the warp: each piece (paged_piece: lane p's page and first slot) gets
-// 32 / pieces lanes, which find its first row once. A piece past the table (page -1) loads zeros (its
-// addresses stay inside page 0, read nothing). The full barrier completes when every lane's copies have
-// landed: each lane adds a pending arrival that its copies' completion makes, and the leader then makes
-// the barrier's one expected arrival.
-template <int kDim>
-__device__ __forceinline__ void gather_kv_block(char* dst, const fa4k::TensorArgs& t, u64* full, int kv_head,
-                                                const PagedPiece& here, int piece_log2) {
-  static_assert(!kPaged || (kN <= 128 && kN % 8 == 0), "4 or 8 pieces of at least 16 rows when gathered: 8 or 4 lanes each");
-  const int lane = threadIdx.x % 32, lanes_log2 = 5 - (__ffs(kN) - 1 - piece_log2);
-  const int piece = lane >> lanes_log2, sub = lane & ((1 << lanes_log2) - 1);
-  const char* piece_row = static_cast<const char*>(t.ptr) +
-                          (here.page * t.batch_stride + here.slot * t.seq_stride + kv_head * t.head_stride) * 2;
-  const int page = __shfl_sync(0xffffffffu, here.page, piece);  // (every lane shuffles: full mask)
-  const auto row0 = __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(piece_row), piece);
-  const char* src = page >= 0 ? reinterpret_cast<const char*>(row0) : static_cast<const char*>(t.ptr);
-  const u32 tile = smem_u32(dst) + static_cast<u32>(piece << piece_log2) * kSpan, row_bytes = static_cast<u32>(t.seq_stride * 2);
-  if (kN == 128 && lanes_log2 == 2)  // 8 pieces of 16 rows (a smaller block has at most 4)
-    gather_piece<kDim, 2>(tile, src, row_bytes, page >= 0 ? 16 : 0, sub);
-  else
-    gather_piece<kDim, 3>(tile, src, row_bytes, page >= 0 ? 16 : 0, sub);
-  fa4k::cp_async_mbarrier_arrive(smem_u32(full));
-  __syncwarp();
-  if (lane == 0) mbarrier_arrive(full);
-}
-
 __device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Smem& sm, const Work& w, Ring& ring, u32 tile_phase,
                                           const TmaDescriptor* tq, const TmaDescriptor* tk, const TmaDescriptor* tv) {
   Barriers& b = sm.bars();
@@ -385,26 +325,16 @@ __device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Sm
   const int top = w.seq.k_row0 + w.blocks.n_first * kN;  // the first block's first key (row)
   // Paged: each block's pages are looked up one block ahead, so the table read hides behind the waits.
   PagedPiece next = kPaged ? paged_piece(a, w.batch, top, log2, piece) : PagedPiece{top, w.seq.k_batch};
-  const bool gather = gathers_kv(a);
-  const int piece_log2 = 31 - __clz(piece);
   for (int j = 0; j < w.blocks.n_blocks; ++j) {
     const PagedPiece here = next;
     if (kPaged && j + 1 < w.blocks.n_blocks) next = paged_piece(a, w.batch, top - (j + 1) * kN, log2, piece);
     const int row = kPaged ? here.slot : top - j * kN, batch = kPaged ? here.page : here.slot;
     wait<true>(&b.k_empty[ring.index], ring.phase ^ 1);
-    if (gather) {
-      gather_kv_block<kD>(sm.k(ring.index), a.k, &b.k_full[ring.index], kv_head, here, piece_log2);
-    } else {
-      if (leader) mbarrier_arrive_expect_tx(&b.k_full[ring.index], kN * kD * 2);
-      load_kv_block(sm.k(ring.index), tk, &b.k_full[ring.index], kD, kv_head, row, batch, piece);
-    }
+    if (leader) mbarrier_arrive_expect_tx(&b.k_full[ring.index], kN * kD * 2);
+    load_kv_block(sm.k(ring.index), tk, &b.k_full[ring.index], kD, kv_head, row, batch, piece);
     wait<true>(&b.v_empty[ring.index], ring.phase ^ 1);
-    if (gather) {
-      gather_kv_block<kDv>(sm.v(ring.index), a.v, &b.v_full[ring.index], kv_head, here, piece_log2);
-    } else {
-      if (leader) mbarrier_arrive_expect_tx(&b.v_full[ring.index], kN * kDv * 2);
-      load_kv_block(sm.v(ring.index), tv, &b.v_full[ring.index], kDv, kv_head, row, batch, piece);
-    }
+    if (leader) mbarrier_arrive_expect_tx(&b.v_full[ring.index], kN * kDv * 2);
+    load_kv_block(sm.v(ring.index), tv, &b.v_full[ring.index], kDv, kv_head, row, batch, piece);
     ring.advance();
     if (j == 0) {
       wait<true>(&b.q_empty, tile_phase ^ 1);
@@ -659,7 +589,6 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
 
     // Block 0: S only (outside the turns, as the last PV: the other consumer has nothing to overlap).
     wait<false>(&b.k_full[ring.index], ring.phase);
-    if (gathers_kv(a)) fence_proxy_async_shared();  // cp.async wrote K/V
     fence_registers(s);
     wgmma_fence();
     issue_qk(s, sm.q(), sm.k(ring.index), wg);
@@ -678,7 +607,6 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
       // them when a spin loop sits between fence and issue).
       wait<false>(&b.k_full[ring.index], ring.phase);
       wait<false>(&b.v_full[v_pos.index], v_pos.phase);
-      if (gathers_kv(a)) fence_proxy_async_shared();  // cp.async wrote K/V
       if (j == 1) clean_v_tail(sm.v(v_pos.index), w, wg);
       take_turn(wg);
       fence_registers(s);
@@ -704,7 +632,6 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     }
     // The last block's PV.
     wait<false>(&b.v_full[v_pos.index], v_pos.phase);
-    if (gathers_kv(a)) fence_proxy_async_shared();  // cp.async wrote K/V
     if (w.blocks.n_blocks == 1) clean_v_tail(sm.v(v_pos.index), w, wg);
     fence_operands(o, p);
     issue_pv(o, p, sm.v(v_pos.index), w.blocks.n_blocks > 1);

@@ -16,11 +16,8 @@ constexpr int kMaxStages = 4;        // deeper rings buy nothing once loads hide
 
 // Registers per thread after setmaxnreg: 128 * producer + 256 * consumer <= 384 * 168, the CTA's launch
 // allocation (setmaxnreg moves registers between its warpgroups; an increase past it waits forever). ptxas
-// compiles the consumer code against its own budget, so S, P and O fit in registers at once. A paged
-// kernel's producer gathers small pages itself (cp.async address arithmetic) and needs 16 more.
-constexpr int kLaunchRegs = 168;
-int producer_regs(bool paged) { return paged ? 56 : 40; }
-int consumer_regs(bool paged) { return (384 * kLaunchRegs - 128 * producer_regs(paged)) / 256 / 8 * 8; }
+// compiles the consumer code against its own budget, so S, P and O fit in registers at once.
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 
 int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
@@ -135,19 +132,19 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   p.smem_bytes = round_up(offset, 16);
 
   p.roles = {
-      {"Consumer0", 0, 4, consumer_regs(key.paged),
+      {"Consumer0", 0, 4, kConsumerRegs,
        "rows 0-63: S = Q K^T (wgmma SS), online softmax, O += P V (wgmma RS) overlapped with the next softmax, "
        "its rows of O normalised into shared memory"},
-      {"Consumer1", 4, 4, consumer_regs(key.paged), "rows 64-127, the same"},
-      {"Producer", 8, 1, producer_regs(key.paged),
-       "one thread issues the TMA loads of the K and V rings (paged: piece by piece, pages looked up by the warp; "
-       "pages under a third of a block: the warp gathers them with cp.async) and Q"},
-      {"Storer", 9, 1, producer_regs(key.paged),
+      {"Consumer1", 4, 4, kConsumerRegs, "rows 64-127, the same"},
+      {"Producer", 8, 1, kProducerRegs,
+       "one thread issues the TMA loads of the K and V rings (paged: piece by piece, pages looked up by the warp) "
+       "and Q"},
+      {"Storer", 9, 1, kProducerRegs,
        "one thread issues the TMA store of O once both consumers staged their rows (the warp copies the rows of a "
        "ragged sequence's last tile)"},
-      {"Scheduler", 10, 1, producer_regs(key.paged),
+      {"Scheduler", 10, 1, kProducerRegs,
        "draws the tiles (ragged: finds each one's sequence) and announces them with their K/V blocks"},
-      {"Spare", 11, 1, producer_regs(key.paged), "idle (the producer warpgroup gives its registers to the consumers)"},
+      {"Spare", 11, 1, kProducerRegs, "idle (the producer warpgroup gives its registers to the consumers)"},
   };
   p.barriers = {
       {"QFull", 1, 1, true, "Producer", "Consumers", "Q tile landed (" + std::to_string(q_bytes) + " B)"},
