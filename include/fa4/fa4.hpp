@@ -58,7 +58,8 @@ struct AttentionParams {
   int64_t window_left = -1;
   int64_t window_right = -1;
   // Logit softcapping: with softcap > 0 a score s = softmax_scale * q.k becomes softcap * tanh(s / softcap)
-  // before the softmax (the LSE is of the capped scores). 0: off.
+  // before the softmax (the LSE is of the capped scores); tanh is tanh.approx.f32, so a capped score may
+  // move by up to softcap * 2^-11 (docs/correctness.md). 0: off.
   float softcap = 0.f;
   // Attention sinks: fp32 [heads_q] on the device, a logit per query head that joins every row's softmax
   // denominator without a value row: O = sum_c e^(s_c) v_c / (sum_c e^(s_c) + e^sink), and the LSE includes
