@@ -39,11 +39,10 @@ constexpr int kMaxTmaDescriptors = 4;
 LaunchShape tile_grid(const Plan& plan, const fa4k::AttentionArgs& scheduled, int sm_count);
 
 // What the prefill tile kernels (sm90, sm100) leave to the portable ones: head dims outside `served`, GQA
-// packs that do not divide their `tile_rows`-row tiles, the combine, decode, split-KV, and unless the backend
-// takes them, ragged batches and seqused_k (`ragged`) and paged KV (`paged`). Empty when `backend` (its
-// name, for the reason) can run the key; else why not.
+// packs that do not divide their `tile_rows`-row tiles, the combine, decode and split-KV (both take dense,
+// ragged and paged prefill). Empty when `backend` (its name, for the reason) can run the key; else why not.
 std::string dense_prefill_gap(const KernelKey& key, const char* backend, int tile_rows,
-                              std::initializer_list<std::pair<int, int>> served, bool ragged, bool paged);
+                              std::initializer_list<std::pair<int, int>> served);
 
 // The backends (one object each, in their folders).
 const KernelBackend& portable_backend();

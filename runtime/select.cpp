@@ -41,7 +41,7 @@ KernelKey key_of(const KernelBackend& backend, const KernelConfig& config, int d
 int KernelBackend::tma_descriptors(const Plan&, const Problem&, CUtensorMap*) const { return 0; }
 
 std::string dense_prefill_gap(const KernelKey& key, const char* backend, int tile_rows,
-                              std::initializer_list<std::pair<int, int>> served, bool ragged, bool paged) {
+                              std::initializer_list<std::pair<int, int>> served) {
   bool dims_ok = false;
   std::string listed;
   for (auto [d, dv] : served) {
@@ -56,9 +56,6 @@ std::string dense_prefill_gap(const KernelKey& key, const char* backend, int til
   if (key.decode) return std::string("decode shapes run on the portable decode kernel (the ") + backend + " kernel's tiles have " +
                          std::to_string(tile_rows) + " rows)";
   if (key.split) return std::string("split-KV runs on the portable kernel (the ") + backend + " kernel writes O directly)";
-  if ((key.varlen && !ragged) || (key.paged && !paged))
-    return std::string(key.paged && !paged ? "paged KV runs" : "ragged batches run") + " on the portable kernel (the " + backend +
-           " kernel takes " + (ragged ? "dense or ragged" : "dense") + " tensors)";
   return "";
 }
 

@@ -9,9 +9,11 @@
 //   12 Mma (owns TMEM), 13 Epilogue (TMA store), 14 Load (TMA loads), 15 spare
 // Per KV block j and tile s:  S_s = Q_s K_j^T -> softmax_s -> P_s (over S_s; at dv <= 64 in columns of its
 // own) ; O_s = O_s * acc + P_s V_j. Variants (window, softcap, sinks) where the key has them. Ragged batches
-// and seqused_k (kVarlen): every role walks the same tiles and skips those past their sequence's rows.
+// and seqused_k (kVarlen): every role walks the same tiles and skips those past their sequence's rows. Paged
+// caches (kPaged): the Load warp loads each K/V block piece by piece inside its pages (common/paged.cuh).
 #include "common/block_range.h"
 #include "common/math.cuh"
+#include "common/paged.cuh"
 #include "common/params.h"
 #include "common/ptx.cuh"
 #include "common/tile_copy.cuh"
@@ -138,8 +140,9 @@ struct Barriers {
   u64 stats_full[2], final_full[2], final_empty[2];
   u64 o_full[2], o_staged[2], o_free[2];
 };
-// Ragged or padded caches (kVarlen) also have the Load warp's own barrier right after these (Smem::v_tail).
-static_assert(sizeof(Barriers) + (kVarlen ? sizeof(u64) : 0) <= kSmemBarsBytes, "barrier block larger than the Plan's Bars buffer");
+// Ragged, padded or paged caches (kVarlen, kPaged) also have the Load warp's own barrier right after these
+// (Smem::v_tail).
+static_assert(sizeof(Barriers) + (kVarlen || kPaged ? sizeof(u64) : 0) <= kSmemBarsBytes, "barrier block larger than the Plan's Bars buffer");
 
 struct Smem {
   char* base;  // 1024-B aligned (checked at kernel start)
@@ -147,7 +150,7 @@ struct Smem {
   __device__ char* o(int s) const { return base + kSmemOOffset + s * kSmemOStride; }  // inside q(s) when aliased
   __device__ char* slot(int i) const { return base + kSmemKVOffset + i * kSmemKVStride; }
   __device__ Barriers& bars() const { return *reinterpret_cast<Barriers*>(base + kSmemBarsOffset); }
-  // kVarlen: the barrier a tile's top V block lands on, which the Load warp cleans past the sequence's keys
+  // kVarlen, kPaged: the barrier a tile's top V block lands on, which the Load warp cleans past the sequence's keys
   // before the Mma warp may read it (load_role).
   __device__ u64* v_tail() const { return reinterpret_cast<u64*>(base + kSmemBarsOffset + sizeof(Barriers)); }
   // Mailbox, per tile and row: [0] acc_scale of each block, [1] the tile's O normalisation factor.
@@ -226,23 +229,35 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
       }
       __syncwarp();
     }
+    // Paged (kPaged): each block's pages are looked up one block ahead, lane p for piece p.
+    const int log2 = kPaged ? a.page_size_log2 : 0, piece = kPaged ? fa4k::paged_piece_rows(kN, log2) : kN;
+    fa4k::PagedPiece next{};
+    if constexpr (kPaged) next = fa4k::paged_piece<kN>(a, w.batch, w.blocks.n_first * kN, log2, piece);
     for (int j = 0; j < w.blocks.n_blocks; ++j) {
       const int n = w.blocks.n_first - j;
-      // The top block's rows past the sequence's keys (kVarlen: the next sequence's, or a cache's unused
-      // slots, which may hold NaN): their P is 0, but 0 * NaN is NaN, so V's are zeroed before the Mma warp
-      // may read the slot. The copy lands on the Load warp's own barrier; KvFull follows the zeros.
+      const fa4k::PagedPiece here = next;
+      if (kPaged && j + 1 < w.blocks.n_blocks) next = fa4k::paged_piece<kN>(a, w.batch, (n - 1) * kN, log2, piece);
+      // The top block's rows past the sequence's keys (kVarlen: the next sequence's; a padded or paged cache's
+      // unused slots, which may hold NaN): their P is 0, but 0 * NaN is NaN, so V's are zeroed before the Mma
+      // warp may read the slot. The copy lands on the Load warp's own barrier; KvFull follows the zeros.
       const int valid = w.seq.seqlen_k - n * kN;
-      const bool clean = kVarlen && j == 0 && valid < kN;
+      const bool clean = (kVarlen || kPaged) && j == 0 && valid < kN;
       for (int is_v = 0; is_v < 2; ++is_v) {
         wait(&b.kv_empty[ring.index], ring.phase ^ 1, "kv_empty");
         u64* full = &b.kv_full[ring.index];
-        if (kVarlen && is_v && clean) full = sm.v_tail();
+        if ((kVarlen || kPaged) && is_v && clean) full = sm.v_tail();
         const int dim = is_v ? kDv : kD;
-        if (elect_one_sync()) {
-          mbarrier_arrive_expect_tx(full, kN * dim * 2);
-          for (int box = 0; box < dim / kBoxCols; ++box)
-            tma_load_4d(sm.slot(ring.index) + box * kN * kBoxCols * 2, is_v ? tv : tk, full, box * kBoxCols, kv_head,
-                        w.seq.k_row0 + n * kN, w.seq.k_batch);
+        const TmaDescriptor* map = is_v ? tv : tk;
+        const bool leader = elect_one_sync();
+        if (leader) mbarrier_arrive_expect_tx(full, kN * dim * 2);
+        // One box per column box (and, paged, per piece: its rows of the slot, from its page).
+        for (int p = 0; p < kN / piece; ++p) {
+          const int row = kPaged ? __shfl_sync(0xffffffffu, here.slot, p) : w.seq.k_row0 + n * kN;
+          const int batch = kPaged ? __shfl_sync(0xffffffffu, here.page, p) : w.seq.k_batch;
+          if (leader)
+            for (int box = 0; box < dim / kBoxCols; ++box)
+              tma_load_4d(sm.slot(ring.index) + (box * kN + p * piece) * kBoxCols * 2, map, full, box * kBoxCols, kv_head, row,
+                          batch);
         }
         __syncwarp();
         if (is_v && clean) {
@@ -673,7 +688,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
         mbarrier_init(&b.kv_full[i], kBarKvFullArrivals);
         mbarrier_init(&b.kv_empty[i], kBarKvEmptyArrivals);
       }
-      if constexpr (kVarlen) mbarrier_init(sm.v_tail(), kBarVTailArrivals);
+      if constexpr (kVarlen || kPaged) mbarrier_init(sm.v_tail(), kBarVTailArrivals);
       fence_mbarrier_init();
     }
     if (warp == kRoleLoadFirstWarp && elect_one_sync()) {

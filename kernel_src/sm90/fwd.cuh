@@ -23,6 +23,7 @@
 // (over its own rows of Q when the Plan stages O there) and goes on to the next tile.
 #include "common/block_range.h"
 #include "common/math.cuh"
+#include "common/paged.cuh"
 #include "common/params.h"
 #include "common/ptx.cuh"
 #include "common/smem_layout.h"
@@ -299,22 +300,7 @@ __device__ __forceinline__ void load_kv_block(char* dst, const TmaDescriptor* ma
   }
 }
 
-// Paged: lane p's piece of the K/V block at key `key0` of sequence `sequence`: its page (outside the cache
-// past the table's row, which loads zeros) and its slot in the page.
-struct PagedPiece {
-  int page, slot;
-};
-__device__ __forceinline__ PagedPiece paged_piece(const fa4k::AttentionArgs& a, int sequence, int key0, int log2, int piece) {
-  const int offset = static_cast<int>(threadIdx.x % 32) * piece;  // lanes past the block's pieces look up nothing
-  const bool used = offset < kN;
-  const int key = key0 + (used ? offset : 0), index = key >> log2;
-  PagedPiece p;
-  p.page = used && index < a.max_pages_per_seq
-               ? a.page_table[static_cast<long long>(sequence) * a.max_pages_per_seq + index]
-               : -1;
-  p.slot = key & ((1 << log2) - 1);
-  return p;
-}
+using fa4k::PagedPiece;
 
 __device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Smem& sm, const Work& w, Ring& ring, u32 tile_phase,
                                           const TmaDescriptor* tq, const TmaDescriptor* tk, const TmaDescriptor* tv) {
@@ -324,10 +310,10 @@ __device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Sm
   const int log2 = kPaged ? a.page_size_log2 : 0, piece = kPaged ? fa4k::paged_piece_rows(kN, log2) : kN;
   const int top = w.seq.k_row0 + w.blocks.n_first * kN;  // the first block's first key (row)
   // Paged: each block's pages are looked up one block ahead, so the table read hides behind the waits.
-  PagedPiece next = kPaged ? paged_piece(a, w.batch, top, log2, piece) : PagedPiece{top, w.seq.k_batch};
+  PagedPiece next = kPaged ? fa4k::paged_piece<kN>(a, w.batch, top, log2, piece) : PagedPiece{top, w.seq.k_batch};
   for (int j = 0; j < w.blocks.n_blocks; ++j) {
     const PagedPiece here = next;
-    if (kPaged && j + 1 < w.blocks.n_blocks) next = paged_piece(a, w.batch, top - (j + 1) * kN, log2, piece);
+    if (kPaged && j + 1 < w.blocks.n_blocks) next = fa4k::paged_piece<kN>(a, w.batch, top - (j + 1) * kN, log2, piece);
     const int row = kPaged ? here.slot : top - j * kN, batch = kPaged ? here.page : here.slot;
     wait<true>(&b.k_empty[ring.index], ring.phase ^ 1);
     if (leader) mbarrier_arrive_expect_tx(&b.k_full[ring.index], kN * kD * 2);

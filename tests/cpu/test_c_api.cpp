@@ -311,7 +311,7 @@ TEST_F(CApi, BadMergeInputsAreTypedErrorsNamingTheField) {
 }
 
 // fa4_prewarm_ex checks every entry's struct_size, and passes the serving flags on: the sm100 backend does
-// not serve paged KV, so a paged configuration for it fails where fa4_prewarm's cannot say paged.
+// not serve split-KV, so a split configuration for it fails where fa4_prewarm's cannot say split.
 TEST_F(CApi, PrewarmExChecksSizesAndPassesTheServingFlags) {
   setenv("FA4_BACKEND", "sm100", 1);
   fa4_attention* h = nullptr;
@@ -324,7 +324,7 @@ TEST_F(CApi, PrewarmExChecksSizesAndPassesTheServingFlags) {
     c.head_dim = 128;
     c.q_heads_per_kv = 1;
     c.arch = 100;
-    c.paged = 1;
+    c.split = 1;
   }
   configs[1].struct_size = sizeof(fa4_config);
   int32_t failures = -1;
@@ -335,7 +335,7 @@ TEST_F(CApi, PrewarmExChecksSizesAndPassesTheServingFlags) {
 
   EXPECT_EQ(fa4_prewarm_ex(h, configs, 1, &failures), FA4_ERR_UNSUPPORTED);
   EXPECT_EQ(failures, 1);
-  EXPECT_NE(std::string(fa4_last_error()).find("paged KV"), std::string::npos) << fa4_last_error();
+  EXPECT_NE(std::string(fa4_last_error()).find("split-KV"), std::string::npos) << fa4_last_error();
   EXPECT_EQ(fa4_prewarm_ex(h, configs, 0, &failures), FA4_OK);
   EXPECT_EQ(failures, 0);
   EXPECT_EQ(fa4_destroy(h), FA4_OK);

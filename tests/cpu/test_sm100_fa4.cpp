@@ -34,14 +34,16 @@ std::vector<KernelKey> sm100_keys(Backend backend) {
       const KernelKey key = detail::key_for_config(c, arch);
       if (detail::supports(key, nullptr)) keys.push_back(key);
     }
-  // Ragged batches (varlen), alone, GQA-packed and with every variant, on every head dim it serves.
+  // Ragged batches (varlen) and paged caches, alone, GQA-packed and with every variant, on every head dim it
+  // serves.
   for (auto [d, dv] : supported_head_dims())
-    for (int variant : {0, 1, 2}) {
+    for (int variant : {0, 1, 2, 3, 4}) {
       KernelConfig c;
       c.backend = backend;
-      c.head_dim = d, c.head_dim_v = dv, c.causal = variant != 0, c.lse = true, c.varlen = true;
-      c.q_heads_per_kv = variant == 1 ? 8 : 1;
-      c.softcap = c.sinks = c.window = variant == 2;
+      c.head_dim = d, c.head_dim_v = dv, c.causal = variant % 3 != 0, c.lse = true, c.varlen = variant != 3;
+      c.paged = variant >= 3;
+      c.q_heads_per_kv = variant == 1 || variant == 3 ? 8 : 1;
+      c.softcap = c.sinks = c.window = variant == 2 || variant == 4;
       const KernelKey key = detail::key_for_config(c, arch);
       if (detail::supports(key, nullptr)) keys.push_back(key);
     }

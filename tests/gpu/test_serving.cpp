@@ -499,6 +499,23 @@ std::vector<ServingCase> slack_cases(const std::string& prefix) {
   return cases;
 }
 
+// Paged caches of shuffled and shared pages, (head dim, page size) each, causal and not: short, long, empty
+// and one-key sequences (every key block's pieces, and tables with unused entries). d192 has dv 128.
+std::vector<ServingCase> paged_cases(const std::string& prefix, std::initializer_list<std::pair<int, int>> dims_pages) {
+  std::vector<ServingCase> cases;
+  for (bool causal : {false, true})
+    for (auto [d, ps] : dims_pages) {
+      ServingCase p;
+      p.causal = causal, p.d = d, p.dv = d == 192 ? 128 : d, p.paged = true, p.page_size = ps, p.share_pages = true;
+      p.name = prefix + "_paged" + std::to_string(ps) + "_d" + std::to_string(d) + (causal ? "_causal" : "_full");
+      p.heads_q = 8, p.heads_kv = 2;
+      p.seqlens_q = {700, 5, 1, 300, 0};
+      p.seqlens_k = {1200, 700, 33, 300, 40};
+      cases.push_back(p);
+    }
+  return cases;
+}
+
 std::vector<ServingCase> sm90_serving_cases() {
   std::vector<ServingCase> cases;
   for (const ServingCase& c : serving_cases())
@@ -509,30 +526,22 @@ std::vector<ServingCase> sm90_serving_cases() {
                         {1000, 3, 2500, 129, 0, 700, 128, 1, 257}, {1000, 3, 2000, 300, 50, 700, 128, 4100, 0}),
         slack_cases("sm90")})
     cases.insert(cases.end(), family.begin(), family.end());
-  for (bool causal : {false, true}) {
-    // Paged: (d, page size) so that pages hold a quarter of a 128-key block, one block, two blocks; 16-key
-    // pieces of an 80-key block (d256); 64-key pieces of 192-key blocks across 256-key pages (d64 full).
-    for (auto [d, ps] : {std::pair{128, 32}, {128, 128}, {128, 256}, {256, 16}, {64, 256}}) {
-      ServingCase p;
-      p.causal = causal, p.d = p.dv = d, p.paged = true, p.page_size = ps, p.share_pages = true;
-      p.name = "sm90_paged" + std::to_string(ps) + "_d" + std::to_string(d) + (causal ? "_causal" : "_full");
-      p.heads_q = 8, p.heads_kv = 2;
-      p.seqlens_q = {700, 5, 1, 300, 0};
-      p.seqlens_k = {1200, 700, 33, 300, 40};
-      cases.push_back(p);
-    }
-  }
+  // Paged: pages a quarter of a 128-key block, one block, two blocks; 16-key pieces of an 80-key block
+  // (d256); 64-key pieces of 192-key blocks across 256-key pages (d64 full).
+  const std::vector<ServingCase> paged = paged_cases("sm90", {{128, 32}, {128, 128}, {128, 256}, {256, 16}, {64, 256}});
+  cases.insert(cases.end(), paged.begin(), paged.end());
   for (ServingCase& c : cases) c.backend = Backend::sm90;
   return cases;
 }
 
-// The sm100 kernel (under emulation, strict and adversarial) takes ragged batches and seqused_k, not pages:
-// the serving cases it takes, and ragged batches of many tiles on its head dims, with NaN past every
-// sequence's keys (ragged K/V with slack) and ragged q over a padded dense cache.
+// The sm100 kernel (under emulation, strict and adversarial) takes ragged batches, seqused_k and paged
+// caches: the serving cases it takes, ragged batches of many tiles on its head dims, with NaN past every
+// sequence's keys (ragged K/V with slack) and ragged q over a padded dense cache, and paged caches whose
+// pages are a quarter of its 128-key blocks, one, two, and an eighth (the smallest page).
 std::vector<ServingCase> sm100_serving_cases() {
   std::vector<ServingCase> cases;
   auto sm100_takes = [](const ServingCase& c) {
-    return !c.paged && c.num_splits <= 1 && !c.workspace && c.d != 32 && c.d != 256 && !(c.d == 192 && c.dv == 192);
+    return c.num_splits <= 1 && !c.workspace && c.d != 32 && c.d != 256 && !(c.d == 192 && c.dv == 192);
   };
   for (const ServingCase& c : serving_cases())
     if (sm100_takes(c)) cases.push_back(c);
@@ -541,7 +550,7 @@ std::vector<ServingCase> sm100_serving_cases() {
   for (const std::vector<ServingCase>& family :
        {many_tile_cases("sm100", {{64, 64}, {96, 96}, {128, 128}, {192, 128}}, packs_4_1, {1000, 3, 700, 129, 0, 1, 300},
                         {900, 3, 700, 300, 50, 1200, 0}),
-        slack_cases("sm100")})
+        slack_cases("sm100"), paged_cases("sm100", {{128, 32}, {128, 128}, {128, 256}, {64, 16}, {192, 64}})})
     cases.insert(cases.end(), family.begin(), family.end());
   std::vector<ServingCase> out;
   for (Emulation mode : {Emulation::strict, Emulation::adversarial})
