@@ -3,8 +3,8 @@
 // of 16 keys ran at 0.65x of contiguous keys, whether one thread issued TMA boxes or one warp cp.async
 // (bench/results/2026-11-30-h200-softcap-small-pages.md). This probe measures the load side alone: every SM
 // streams blocks from shuffled pages into a 2-slot ring that a consumer thread releases at once, and prints
-// GB/s for TMA pieces (one thread; 2 boxes of 64 columns per piece, 128B swizzle) and for cp.async gathers
-// by 1, 2 and 4 warps, with the pool in L2 (16 MB) and in HBM (1 GB).
+// GB/s for TMA pieces (2 boxes of 64 columns per piece, 128B swizzle) issued by one thread or by one lane per
+// piece, and for cp.async gathers by 1, 2 and 4 warps, with the pool in L2 (16 MB) and in HBM (1 GB).
 //   nvcc -arch=sm_90a -O2 -o tma_page_probe tools/tma_page_probe.cu -lcuda && ./tma_page_probe
 #include <cuda.h>
 #include <cstdio>
@@ -39,7 +39,8 @@ __device__ __forceinline__ void cp_arrive_noinc(u64* b) {
 }
 __device__ __forceinline__ unsigned swz(unsigned off) { return off ^ (((off >> 7) & 7) << 4); }  // 128B swizzle
 
-// warps 0..copiers-1 produce (copiers = 0: warp 0's lane 0 issues TMA), the last warp consumes.
+// warps 0..copiers-1 produce with cp.async (copiers = 0: warp 0's lane 0 issues the TMA boxes; -1: lane p of
+// warp 0 issues piece p's), the last warp consumes.
 __global__ void __launch_bounds__(160, 1)
     probe(const __grid_constant__ CUtensorMap map, const char* pool, const int* table, int page_log2, int blocks, int copiers) {
   extern __shared__ __align__(1024) char smem[];
@@ -47,9 +48,9 @@ __global__ void __launch_bounds__(160, 1)
   u64* full = reinterpret_cast<u64*>(ring + 2 * kSlotBytes);
   u64* empty = full + 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, piece = 1 << page_log2;
-  const int producers = copiers ? copiers * 32 : 1;
+  const int producers = copiers > 0 ? copiers * 32 : 1;
   if (threadIdx.x == 0) {
-    for (int i = 0; i < 2; ++i) init(&full[i], copiers ? producers : 1), init(&empty[i], 1);
+    for (int i = 0; i < 2; ++i) init(&full[i], producers), init(&empty[i], 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -60,16 +61,19 @@ __global__ void __launch_bounds__(160, 1)
         wait(&full[b & 1], (b >> 1) & 1);
         arrive(&empty[b & 1]);
       }
-  } else if (copiers == 0) {
-    if (warp == 0 && lane == 0)
+  } else if (copiers <= 0) {
+    if (warp == 0)
       for (int b = 0; b < blocks; ++b) {
         const int s = b & 1, head = (blockIdx.x + b) % kHeads;
         wait(&empty[s], ((b >> 1) & 1) ^ 1);
-        expect_tx(&full[s], kSlotBytes);
-        for (int p = 0; p < kBlock / piece; ++p)
-          for (int box = 0; box < 2; ++box)
-            tma_4d(ring + s * kSlotBytes + box * kBlock * 128 + p * piece * 128, &map, &full[s], box * 64, head, 0,
-                   pages[b * (kBlock / piece) + p]);
+        if (lane == 0) expect_tx(&full[s], kSlotBytes);
+        __syncwarp();
+        for (int p = copiers == 0 ? 0 : lane; p < kBlock / piece; p += copiers == 0 ? 1 : 32)
+          if (copiers < 0 || lane == 0)
+            for (int box = 0; box < 2; ++box)
+              tma_4d(ring + s * kSlotBytes + box * kBlock * 128 + p * piece * 128, &map, &full[s], box * 64, head, 0,
+                     pages[b * (kBlock / piece) + p]);
+        __syncwarp();
       }
   } else if (warp < copiers) {
     const int t = threadIdx.x;
@@ -98,7 +102,8 @@ int main() {
   cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
   const int smem = 2 * kSlotBytes + 1024 + 64, blocks = 2000;
   cudaFuncSetAttribute(probe, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  printf("| pool | page | TMA pieces, 1 thread | cp.async 1 warp | 2 warps | 4 warps |  (GB/s of K into %d SMs)\n|---|---|---|---|---|---|\n", sms);
+  printf("| pool | page | TMA, 1 thread | TMA, a lane per piece | cp.async 1 warp | 2 warps | 4 warps |  (GB/s of K into %d SMs)\n"
+         "|---|---|---|---|---|---|---|\n", sms);
   for (long long pool_bytes : {16ll << 20, 1ll << 30}) {
     const long long rows = pool_bytes / (kHeads * kRowBytes);
     char* pool;
@@ -121,7 +126,7 @@ int main() {
                                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
         return puts("cuTensorMapEncodeTiled failed"), 1;
       printf("| %lld MB | %d |", pool_bytes >> 20, piece);
-      for (int copiers : {0, 1, 2, 4}) {
+      for (int copiers : {0, -1, 1, 2, 4}) {
         cudaEvent_t a, b;
         cudaEventCreate(&a), cudaEventCreate(&b);
         probe<<<sms, 160, smem>>>(map, pool, dtable, page_log2, 50, copiers);  // warm-up
