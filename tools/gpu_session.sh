@@ -3,8 +3,10 @@
 # build/ was built elsewhere and carried over (nothing is rebuilt here). Every stage is independent (one
 # failing does not stop the rest) and time-limited; logs and results are collected under $OUT.
 #
-#   tools/gpu_session.sh [STAGE...]      stages (run in this order): info tests selftest oracle serving overhead
-#                                        decode decode-peers attention compile; groups: all (default), bench =
+#   tools/gpu_session.sh [STAGE...]      stages (run in this order): info tests selftest oracle serving probe
+#                                        overhead decode decode-peers attention compile (probe, not in all: the
+#                                        paged-load probe, build-probe/tma_page_probe built with nvcc beside the
+#                                        build, see tools/tma_page_probe.cu); groups: all (default), bench =
 #                                        overhead decode decode-peers attention compile
 # Environment:
 #   OUT                    where results go (default ./gpu-out); at most 8 files come back from there:
@@ -43,7 +45,7 @@ for arg in "$@"; do
   case "$arg" in
     all) selected="$selected $ALL_STAGES" ;;
     bench) selected="$selected overhead decode decode-peers attention compile" ;;
-    info|tests|selftest|oracle|serving|overhead|decode|decode-peers|attention|compile) selected="$selected $arg" ;;
+    info|tests|selftest|oracle|serving|overhead|decode|decode-peers|attention|compile|probe) selected="$selected $arg" ;;
     -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown stage '$arg' (stages: $ALL_STAGES; groups: all, bench)"; exit 2 ;;
   esac
@@ -140,6 +142,14 @@ fi
 
 if wanted serving; then
   run_stage serving 150 30 "passed|SKIPPED" python3 tests/python/test_serving.py
+fi
+
+if wanted probe; then
+  if [ -x build-probe/tma_page_probe ]; then
+    run_stage probe 120 14 "^\\| 16 MB \\| 16 " build-probe/tma_page_probe
+  else
+    SUMMARY+=("$(printf '%-10s %-8s %6s  %s' probe SKIP - "build-probe/tma_page_probe missing (nvcc -arch=sm_90a -O2 -o build-probe/tma_page_probe tools/tma_page_probe.cu -lcuda)")")
+  fi
 fi
 
 if wanted overhead; then
