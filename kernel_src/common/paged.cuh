@@ -7,8 +7,8 @@
 
 namespace fa4k {
 
-// Lane p's piece of the K/V block at key `key0` of sequence `sequence`: its page (-1 past the table's row,
-// where the box lies outside the cache and loads zeros) and its slot in the page. Lanes past the block's
+// Lane p's piece of the K/V block at key `key0` of sequence `sequence`: its page (-1 past the table's row
+// of max_pages_per_seq entries, where the box lies outside the cache and loads zeros) and its slot in the page. Lanes past the block's
 // pieces look up nothing. Warp-collective callers shuffle each piece's values to the lane that issues.
 struct PagedPiece {
   int page, slot;

@@ -145,7 +145,7 @@ FA4_PARAMS_HD long long lse_offset(const AttentionArgs& a, int batch, int head, 
                         : (static_cast<long long>(batch) * a.heads_q + head) * a.seqlen_q + token;
 }
 
-// A paged K/V block of the TMA kernels (sm90) loads in pieces of this many keys, each inside one page: the
+// A paged K/V block of the TMA kernels (sm90, sm100) loads in pieces of this many keys, each inside one page: the
 // page size, at most the largest power of two dividing the block's tile_n keys. The host builds the K and V
 // maps with boxes of this many rows.
 FA4_PARAMS_HD int paged_piece_rows(int tile_n, int page_size_log2) {

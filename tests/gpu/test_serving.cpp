@@ -31,6 +31,7 @@ struct ServingCase {
   bool paged = false;
   int page_size = 64;
   bool share_pages = false;  // sequences 0 and 1 share their first pages (a common prefix)
+  bool seqused = true;       // paged: seqused_k given; false: every sequence sees max seqlens_k keys (all equal)
   int cache_slack = 0;       // keys stored past each sequence's used length (seqused_k); they, and every page
                              // slot no sequence uses, hold NaN (an engine's unused cache slots hold anything)
   int num_splits = 1;
@@ -204,7 +205,9 @@ class Serving {
       p.total_q = rows_;
     }
     // The keys each sequence sees: seqused_k when the caches are padded or paged, else the ragged lengths.
-    p.seqused_k = c_.cache_slack || c_.paged || !c_.ragged_k ? static_cast<const int32_t*>(used_dev_.get()) : nullptr;
+    p.seqused_k = c_.cache_slack || (c_.paged && c_.seqused) || (!c_.paged && !c_.ragged_k)
+                      ? static_cast<const int32_t*>(used_dev_.get())
+                      : nullptr;
     if (c_.paged) {
       p.page_table = static_cast<const int32_t*>(table_dev_.get());
       p.page_size = c_.page_size;
@@ -500,19 +503,38 @@ std::vector<ServingCase> slack_cases(const std::string& prefix) {
 }
 
 // Paged caches of shuffled and shared pages, (head dim, page size) each, causal and not: short, long, empty
-// and one-key sequences (every key block's pieces, and tables with unused entries). d192 has dv 128.
+// and one-key sequences and one that ends on a block boundary (every key block's pieces, tables with unused
+// entries, the top block with and without keys past the sequence). d192 has dv 128. Then, at d128 and pages
+// of 32: dense q over a paged cache without seqused_k (every sequence sees all its keys: the paged key
+// without varlen), and every variant.
 std::vector<ServingCase> paged_cases(const std::string& prefix, std::initializer_list<std::pair<int, int>> dims_pages) {
   std::vector<ServingCase> cases;
-  for (bool causal : {false, true})
+  for (bool causal : {false, true}) {
+    const std::string m = causal ? "_causal" : "_full";
     for (auto [d, ps] : dims_pages) {
       ServingCase p;
       p.causal = causal, p.d = d, p.dv = d == 192 ? 128 : d, p.paged = true, p.page_size = ps, p.share_pages = true;
-      p.name = prefix + "_paged" + std::to_string(ps) + "_d" + std::to_string(d) + (causal ? "_causal" : "_full");
+      p.name = prefix + "_paged" + std::to_string(ps) + "_d" + std::to_string(d) + m;
       p.heads_q = 8, p.heads_kv = 2;
       p.seqlens_q = {700, 5, 1, 300, 0};
-      p.seqlens_k = {1200, 700, 33, 300, 40};
+      p.seqlens_k = {1200, 700, 33, 256, 40};
       cases.push_back(p);
     }
+    ServingCase dense;
+    dense.name = prefix + "_paged32_dense_q_no_seqused" + m;
+    dense.causal = causal, dense.paged = true, dense.page_size = 32, dense.seqused = false;
+    dense.ragged_q = false, dense.heads_q = 8, dense.heads_kv = 2;
+    dense.seqlens_q = {300, 300, 300};
+    dense.seqlens_k = {700, 700, 700};
+    cases.push_back(dense);
+    ServingCase variants;
+    variants.name = prefix + "_paged32_variants" + m;
+    variants.causal = causal, variants.paged = true, variants.page_size = 32, variants.heads_q = 8, variants.heads_kv = 2;
+    variants.window_left = 200, variants.window_right = causal ? 0 : 50, variants.softcap = 15, variants.sinks = true;
+    variants.seqlens_q = {700, 5, 300};
+    variants.seqlens_k = {1200, 700, 300};
+    cases.push_back(variants);
+  }
   return cases;
 }
 
@@ -537,7 +559,7 @@ std::vector<ServingCase> sm90_serving_cases() {
 // The sm100 kernel (under emulation, strict and adversarial) takes ragged batches, seqused_k and paged
 // caches: the serving cases it takes, ragged batches of many tiles on its head dims, with NaN past every
 // sequence's keys (ragged K/V with slack) and ragged q over a padded dense cache, and paged caches whose
-// pages are a quarter of its 128-key blocks, one, two, and an eighth (the smallest page).
+// pages are an eighth (the smallest page), a quarter, a half, one and two of its 128-key blocks.
 std::vector<ServingCase> sm100_serving_cases() {
   std::vector<ServingCase> cases;
   auto sm100_takes = [](const ServingCase& c) {
@@ -550,7 +572,7 @@ std::vector<ServingCase> sm100_serving_cases() {
   for (const std::vector<ServingCase>& family :
        {many_tile_cases("sm100", {{64, 64}, {96, 96}, {128, 128}, {192, 128}}, packs_4_1, {1000, 3, 700, 129, 0, 1, 300},
                         {900, 3, 700, 300, 50, 1200, 0}),
-        slack_cases("sm100"), paged_cases("sm100", {{128, 32}, {128, 128}, {128, 256}, {64, 16}, {192, 64}})})
+        slack_cases("sm100"), paged_cases("sm100", {{128, 32}, {128, 128}, {128, 256}, {64, 16}, {96, 32}, {192, 64}})})
     cases.insert(cases.end(), family.begin(), family.end());
   std::vector<ServingCase> out;
   for (Emulation mode : {Emulation::strict, Emulation::adversarial})
