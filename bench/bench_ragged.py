@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Ragged prefill speed: fa4rt on a ragged batch (cu_seqlens_q/k) next to fa4rt on a dense batch of the same
 tokens and FLOPs, TFLOP/s (target: ragged within 10% of dense), and the ragged batch's keys in a paged
-cache (pages of 16, 64 and 256 keys in shuffled order; target: within 10% of the contiguous keys).
+cache (pages of 16, 32, 64 and 256 keys in shuffled order; target: within 10% of the contiguous keys).
 
 The ragged batch: sequence lengths drawn from 100..8192 (seeded) summing to 16384 tokens, bf16, head_dim 128,
 16 heads, causal and not. The dense batch: b x s = 16384 tokens with s = sum(L_i^2) / 16384, so both do about
@@ -25,7 +25,7 @@ import fa4rt  # noqa: E402  (needs only ctypes)
 import peers_env  # noqa: E402
 
 TOKENS, HEADS, D = 16384, 16, 128
-PAGE_SIZES = (16, 64, 256)
+PAGE_SIZES = (16, 32, 64, 256)
 CHECK_TOL = 0.05  # max abs diff of bf16 outputs against flash; a real bug is far beyond it
 
 
