@@ -6,9 +6,9 @@ Prefill: 1 x 16384 tokens, 16 heads, head_dim 128, bf16, TFLOP/s over the (query
 computes: 4 * d * pairs (a window counts only the pairs inside it; its baseline is causal, the window's
 right side), and for the window rows also over the blocks the kernel visits (issue 11's measure: the pairs
 of every block not skipped, masked or not; the tiles come from `fa4rt plan` beside FA4_LIB). Decode: 64
-sequences x 4096 keys, GQA 32/8, num_splits 0 with a workspace, K+V GB/s over the keys each call reads (a window's: the last window_left + 1; its baselines: all 4096 keys, and a cache of just
-the 2048 keys it reads, the same work). Times: CUDA events around 10 calls after a
-warm-up, the median of 5. Every output is finite (a NaN or inf fails the row).
+sequences x 4096 keys, GQA 32/8, num_splits 0 with a workspace, K+V GB/s over the keys each call reads (a
+window's: the last window_left + 1; its baselines: all 4096 keys, and a cache of just the 2048 keys it
+reads, the same work). Times: CUDA events around 10 calls after a warm-up, the median of 5. Every output is finite (a NaN or inf fails the row).
 
     FA4_LIB=build/libfa4rt.so python3 bench/bench_variants.py
 """
