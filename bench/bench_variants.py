@@ -8,7 +8,8 @@ right side), and for the window rows also over the blocks the kernel visits (iss
 of every block not skipped, masked or not; the tiles come from `fa4rt plan` beside FA4_LIB). Decode: 64
 sequences x 4096 keys, GQA 32/8, num_splits 0 with a workspace, K+V GB/s over the keys each call reads (a
 window's: the last window_left + 1; its baselines: all 4096 keys, and a cache of just the 2048 keys it
-reads, the same work). Times: CUDA events around 10 calls after a warm-up, the median of 5. Every output is finite (a NaN or inf fails the row).
+reads, the same work). Times: CUDA events around 10 calls after a warm-up, the median of 5. Every output
+is finite (a NaN or inf fails the row).
 
     FA4_LIB=build/libfa4rt.so python3 bench/bench_variants.py
 """
