@@ -1,9 +1,10 @@
-// Paged K/V for the TMA kernels (sm90, sm100): a block of kTileN keys loads in pieces of
-// paged_piece_rows(kTileN, page_size_log2) keys (common/params.h), each inside one page, one TMA box per
-// piece and column box. Device code only.
+// K/V blocks of the TMA kernels (sm90, sm100) into their rings: dense or ragged in one piece; paged in
+// pieces of paged_piece_rows(kTileN, page_size_log2) keys (common/params.h), each inside one page, one TMA
+// box per piece and column box. Device code only.
 #pragma once
 
 #include "common/params.h"
+#include "common/ptx.cuh"
 
 namespace fa4k {
 
@@ -23,6 +24,22 @@ __device__ __forceinline__ PagedPiece paged_piece(const AttentionArgs& a, int se
                                                : -1;
   p.slot = key & ((1 << log2) - 1);
   return p;
+}
+
+// One K or V block of kTileN rows and `dim` columns into a ring slot laid out as TMA boxes of kBoxCols
+// columns (kBoxCols * 2 bytes a row). Paged: piece p's rows from lane p's `row` (slot) and `batch` (page),
+// pieces of `piece` rows; else one piece of every row at (row, batch). Warp-collective (the shuffles);
+// `leader` issues the copies, which land on `full`.
+template <int kTileN, int kBoxCols, bool kPaged>
+__device__ __forceinline__ void load_kv_block(char* dst, const fa4::TmaDescriptor* map, fa4::u64* full, int dim, int kv_head,
+                                              int row, int batch, int piece, bool leader) {
+  for (int p = 0; p < kTileN / piece; ++p) {
+    const int r = kPaged ? __shfl_sync(0xffffffffu, row, p) : row;
+    const int n = kPaged ? __shfl_sync(0xffffffffu, batch, p) : batch;
+    if (leader)
+      for (int box = 0; box < dim / kBoxCols; ++box)
+        fa4::tma_load_4d(dst + box * kTileN * kBoxCols * 2 + p * piece * kBoxCols * 2, map, full, box * kBoxCols, kv_head, r, n);
+  }
 }
 
 }  // namespace fa4k

@@ -245,20 +245,13 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
       for (int is_v = 0; is_v < 2; ++is_v) {
         wait(&b.kv_empty[ring.index], ring.phase ^ 1, "kv_empty");
         u64* full = &b.kv_full[ring.index];
-        if ((kVarlen || kPaged) && is_v && clean) full = sm.v_tail();
+        if (is_v && clean) full = sm.v_tail();
         const int dim = is_v ? kDv : kD;
-        const TmaDescriptor* map = is_v ? tv : tk;
         const bool leader = elect_one_sync();
         if (leader) mbarrier_arrive_expect_tx(full, kN * dim * 2);
-        // One box per column box (and, paged, per piece: its rows of the slot, from its page).
-        for (int p = 0; p < kN / piece; ++p) {
-          const int row = kPaged ? __shfl_sync(0xffffffffu, here.slot, p) : w.seq.k_row0 + n * kN;
-          const int batch = kPaged ? __shfl_sync(0xffffffffu, here.page, p) : w.seq.k_batch;
-          if (leader)
-            for (int box = 0; box < dim / kBoxCols; ++box)
-              tma_load_4d(sm.slot(ring.index) + (box * kN + p * piece) * kBoxCols * 2, map, full, box * kBoxCols, kv_head, row,
-                          batch);
-        }
+        fa4k::load_kv_block<kN, kBoxCols, kPaged>(sm.slot(ring.index), is_v ? tv : tk, full, dim, kv_head,
+                                                  kPaged ? here.slot : w.seq.k_row0 + n * kN, kPaged ? here.page : w.seq.k_batch,
+                                                  piece, leader);
         __syncwarp();
         if (is_v && clean) {
           wait(full, tail_phase, "v_tail");

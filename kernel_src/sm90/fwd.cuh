@@ -286,21 +286,7 @@ __device__ __forceinline__ int first_token(const Work& w) { return w.seq.q_row0 
 // the tile's Q after the first block's K and V, so they load while the previous tile's O store still holds a
 // Q buffer it shares. One thread issues the copies.
 
-// K or V rows [row, row + kN) of a kv head into a ring slot, one TMA box per kBoxCols columns. Paged
-// (kPaged), `row` and `batch` are lane p's slot and page of the block's piece p (paged_piece_rows keys,
-// inside one page), each piece its own boxes.
-__device__ __forceinline__ void load_kv_block(char* dst, const TmaDescriptor* map, u64* full, int dim, int kv_head, int row,
-                                              int batch, int piece) {
-  const bool leader = threadIdx.x % 32 == 0;
-  for (int p = 0; p < kN / piece; ++p) {
-    const int r = kPaged ? __shfl_sync(0xffffffffu, row, p) : row, n = kPaged ? __shfl_sync(0xffffffffu, batch, p) : batch;
-    if (leader)
-      for (int box = 0; box < dim / kBoxCols; ++box)
-        tma_load_4d(dst + box * kN * kSpan + p * piece * kSpan, map, full, box * kBoxCols, kv_head, r, n);
-  }
-}
-
-using fa4k::PagedPiece;
+static_assert(kSpan == kBoxCols * 2, "a TMA box's row is one swizzle span (fa4k::load_kv_block)");
 
 __device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Smem& sm, const Work& w, Ring& ring, u32 tile_phase,
                                           const TmaDescriptor* tq, const TmaDescriptor* tk, const TmaDescriptor* tv) {
@@ -310,17 +296,18 @@ __device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Sm
   const int log2 = kPaged ? a.page_size_log2 : 0, piece = kPaged ? fa4k::paged_piece_rows(kN, log2) : kN;
   const int top = w.seq.k_row0 + w.blocks.n_first * kN;  // the first block's first key (row)
   // Paged: each block's pages are looked up one block ahead, so the table read hides behind the waits.
-  PagedPiece next = kPaged ? fa4k::paged_piece<kN>(a, w.batch, top, log2, piece) : PagedPiece{top, w.seq.k_batch};
+  fa4k::PagedPiece next{};
+  if constexpr (kPaged) next = fa4k::paged_piece<kN>(a, w.batch, top, log2, piece);
   for (int j = 0; j < w.blocks.n_blocks; ++j) {
-    const PagedPiece here = next;
+    const fa4k::PagedPiece here = next;
     if (kPaged && j + 1 < w.blocks.n_blocks) next = fa4k::paged_piece<kN>(a, w.batch, top - (j + 1) * kN, log2, piece);
-    const int row = kPaged ? here.slot : top - j * kN, batch = kPaged ? here.page : here.slot;
+    const int row = kPaged ? here.slot : top - j * kN, batch = kPaged ? here.page : w.seq.k_batch;
     wait<true>(&b.k_empty[ring.index], ring.phase ^ 1);
     if (leader) mbarrier_arrive_expect_tx(&b.k_full[ring.index], kN * kD * 2);
-    load_kv_block(sm.k(ring.index), tk, &b.k_full[ring.index], kD, kv_head, row, batch, piece);
+    fa4k::load_kv_block<kN, kBoxCols, kPaged>(sm.k(ring.index), tk, &b.k_full[ring.index], kD, kv_head, row, batch, piece, leader);
     wait<true>(&b.v_empty[ring.index], ring.phase ^ 1);
     if (leader) mbarrier_arrive_expect_tx(&b.v_full[ring.index], kN * kDv * 2);
-    load_kv_block(sm.v(ring.index), tv, &b.v_full[ring.index], kDv, kv_head, row, batch, piece);
+    fa4k::load_kv_block<kN, kBoxCols, kPaged>(sm.v(ring.index), tv, &b.v_full[ring.index], kDv, kv_head, row, batch, piece, leader);
     ring.advance();
     if (j == 0) {
       wait<true>(&b.q_empty, tile_phase ^ 1);
