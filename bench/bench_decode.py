@@ -17,7 +17,11 @@ smaller than 4x the L2 are rotated through copies that exceed it, so each call r
 Checks per row: max |fa4rt - cuDNN| over the whole output (SDPA flash when cuDNN is n/a), and the largest error
 of any fa4rt column on sequence 0 against a float32 reference (a wrong page or split part shows there).
 
+With --splits N,M,...: one more fa4rt column per fixed num_splits ("fa4rt sN", dense), to check the plan's
+choice (num_splits 0) against every fixed count on the same rows.
+
     FA4_LIB=build/libfa4rt.so python3 bench/bench_decode.py [--quick] [--rows REGEX] [--reps N] [--max-gib G]
+                                                           [--pages P,...] [--splits N,M,...]
 """
 
 import argparse
@@ -132,8 +136,8 @@ def bench_row(torch, F, sdpa_kernel, SDPBackend, attn, cute, r, args):
     # fa4rt: dense, then paged over the same memory through shuffled page tables; first each one's output.
     out = torch.empty(b, sq, hq, D, device="cuda", dtype=torch.bfloat16)
     used = torch.full((b,), s, dtype=torch.int32, device="cuda")
-    for ps in (0,) + PAGES:
-        name = "fa4rt p%d" % ps if ps else "fa4rt"
+    for ps, splits in [(0, 0)] + [(p, 0) for p in args.pages] + [(0, n) for n in args.splits]:
+        name = "fa4rt p%d" % ps if ps else "fa4rt s%d" % splits if splits else "fa4rt"
         kw = {}
         if ps:
             table = torch.randperm(b * s // ps, device="cuda").to(torch.int32).view(b, s // ps)
@@ -142,8 +146,8 @@ def bench_row(torch, F, sdpa_kernel, SDPBackend, attn, cute, r, args):
         def view(t, ps=ps):
             return t.view(-1, ps, hkv, D) if ps else t
         try:
-            ws = attn.workspace_size(q, view(kvs[0][0]), view(kvs[0][1]), out=out, num_splits=0, **kw)
-            kw.update(out=out, num_splits=0, workspace=torch.empty(ws, dtype=torch.uint8, device="cuda") if ws else None)
+            ws = attn.workspace_size(q, view(kvs[0][0]), view(kvs[0][1]), out=out, num_splits=splits, **kw)
+            kw.update(out=out, num_splits=splits, workspace=torch.empty(ws, dtype=torch.uint8, device="cuda") if ws else None)
             out.fill_(float("nan"))
             attn.run(q, view(kvs[0][0]), view(kvs[0][1]), **kw)
             outputs[name] = out.clone()
@@ -207,6 +211,10 @@ def main():
     ap.add_argument("--rows", help="only rows whose label (e.g. '64x4k 32/8 sq1') matches this regex")
     ap.add_argument("--reps", type=int, default=20, help="graph replays per measurement (default 20)")
     ap.add_argument("--max-gib", type=float, default=40, help="skip rows whose K/V exceed this (default 40)")
+    ap.add_argument("--pages", type=lambda t: [int(x) for x in t.split(",") if x], default=list(PAGES),
+                    help="page sizes of the paged fa4rt columns (default 16,64,256; empty: none)")
+    ap.add_argument("--splits", type=lambda t: [int(x) for x in t.split(",") if x], default=[],
+                    help="extra fa4rt columns with these fixed num_splits (e.g. 1,4,16)")
     args = ap.parse_args()
     env = peers_env.torch_or_skip()
     if env is None:
@@ -219,10 +227,11 @@ def main():
     print("K+V GB/s (real K and V bytes only; * = the peer reads K/V repeated to the q heads; + = not graph-"
           "captured). Non-causal everywhere. Check: max |fa4rt - peer|, and sequence 0 of every fa4rt column vs "
           "float32.\n", flush=True)
-    names = ["fa4rt"] + ["fa4rt p%d" % p for p in PAGES] + ["sdpa flash", "cuDNN", "FA4-cute"]
+    names = (["fa4rt"] + ["fa4rt p%d" % p for p in args.pages] + ["fa4rt s%d" % n for n in args.splits] +
+             ["sdpa flash", "cuDNN", "FA4-cute"])
     print("| shape | " + " | ".join(names) + " | best peer | fa4rt/best | check |")
     print("|---" * (len(names) + 4) + "|", flush=True)
-    paged = {p: [] for p in PAGES}
+    paged = {p: [] for p in args.pages}
     for r in rows(args):
         cells, check, speeds = bench_row(torch, F, sdpa_kernel, SDPBackend, attn, cute, r, args)
         if cells is None:
@@ -233,7 +242,7 @@ def main():
         ratio = "%.2f" % (speeds["fa4rt"] / best) if best and "fa4rt" in speeds else "-"
         print("| %s | %s | %s | %s | %s |" % (r.label, " | ".join(cells.get(n, "n/a") for n in names),
                                                "%.0f" % best if best else "-", ratio, check), flush=True)
-        for p in PAGES:
+        for p in args.pages:
             if "fa4rt" in speeds and "fa4rt p%d" % p in speeds:
                 paged[p].append(speeds["fa4rt p%d" % p] / speeds["fa4rt"])
         torch.cuda.empty_cache()
