@@ -470,6 +470,8 @@ void Attention::run(const AttentionParams& params, CUstream stream) {
   const KernelKey merge_key = combine_key(split_plan->key, ctx.device.arch, /*f32_states=*/true);
   const Loaded& merge = impl_->ready(ctx, merge_key, combine_config(merge_key), nullptr, stream);
   for (const Loaded* k : kernels) impl_->launch(*k, problem, ctx, stream, params.workspace);
+  // No sequence cut (short keys, or split_by_batch at a large batch): the split kernel wrote O itself.
+  if (max_splits(*split_plan, problem) == 1) return;
   enqueue_combine(merge.built->plan, split_combine_args(*split_plan, problem, params.workspace), merge.function,
                   ctx.device.sm_count, stream, /*overlap_previous=*/ctx.device.arch >= 90);
 }
@@ -485,7 +487,7 @@ size_t Attention::workspace_size(const AttentionParams& params) const {
   ContextState& ctx = impl_->context_state(validate_on_device(nullptr));
   problem.sm_count = ctx.device.sm_count;
   for (const auto& selected : impl_->select_all(problem, ctx.device.arch))
-    if (selected.first.split) return split_layout(make_plan(selected.first), problem).bytes();
+    if (selected.first.split) return split_layout(make_plan(selected.first), problem, /*any_smaller_batch=*/true).bytes();
   return 0;
 }
 

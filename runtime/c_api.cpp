@@ -118,6 +118,7 @@ fa4::AttentionParams params_of(const fa4_params* c, const fa4_serving* serving) 
   p.num_pages = s.num_pages;
   p.max_pages_per_seq = s.max_pages_per_seq;
   p.num_splits = s.num_splits;
+  p.split_by_batch = s.split_by_batch != 0;
   p.workspace = s.workspace;
   p.workspace_bytes = s.workspace_bytes;
   if (s.window) {

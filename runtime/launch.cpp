@@ -49,6 +49,23 @@ int64_t served_seqlen_q(const Plan& plan, const Problem& problem) {
 // whole GPU, while a large batch is not cut into more, shorter parts than it needs (on the H200, 64 x 4k
 // keys of GQA 32/8: 16 parts of 256 keys read 3.9 TB/s, 4 parts of 1k keys 4.1 TB/s).
 constexpr long long kSplitCtasPerSm = 1;
+// split_by_batch, with C the launch's CTAs at one part per sequence (batch x head groups x m blocks) and S
+// the SMs: parts enough to give every SM one CTA (S / C), each at least C^2 / 2S KV blocks long (the
+// combine's work grows with C: a large batch needs long parts to gain from a cut), and at most 16 parts or
+// one per split_blocks blocks (the combine's states per row). Fitted on the H200 (bench_decode.py --splits,
+// bench/results/2026-12-01-h200-decode-splits.md): 8 CTAs ran fastest in 16 parts at every length from 1k to
+// 128k keys, 32 in 4, 64 in 1 part at 1k keys and 2 at 4k, 256 and more uncut.
+constexpr long long kBatchSplitMinCap = 16;
+
+// A sequence's CTAs in a split kernel's launch at one part: head groups x m blocks.
+long long ctas_per_part(const Plan& plan, const Problem& problem) {
+  const long long rows_per_cta = static_cast<long long>(plan.tile_m) * plan.q_tiles;
+  const long long m_blocks = (served_seqlen_q(plan, problem) * plan.key.gqa_pack + rows_per_cta - 1) / rows_per_cta;
+  const long long groups = std::max<long long>(1, problem.params.heads_q / plan.key.gqa_pack);
+  return std::max(1LL, groups * m_blocks);
+}
+
+long long sm_slots(const Problem& problem) { return std::max(1LL, static_cast<long long>(problem.sm_count)); }
 
 fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   const AttentionParams& p = problem.params;
@@ -65,6 +82,14 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
     too_large("batch", "times the decode tokens per sequence (" + std::to_string(r.seq_rows) +
                            ") must be below 2^31 workspace rows for split-KV, got " + std::to_string(partial_rows));
   r.partial_rows = static_cast<int>(partial_rows);
+  if (p.num_splits == 0 && p.split_by_batch) {
+    const long long ctas = std::max<long long>(1, p.batch) * ctas_per_part(plan, problem), sms = sm_slots(problem);
+    const long long blocks = (p.seqlen_k + plan.tile_n - 1) / plan.tile_n;  // the longest sequence's
+    r.split_blocks = static_cast<int>(std::clamp((ctas * ctas + 2 * sms - 1) / (2 * sms), 1LL, 1LL << 30));
+    const long long most = std::min(sms / ctas, std::max(kBatchSplitMinCap, (blocks + plan.split_blocks - 1) / plan.split_blocks));
+    r.max_parts = static_cast<int>(std::clamp(most, 1LL, static_cast<long long>(kMaxSplits)));
+    return r;
+  }
   const long long groups = std::max(1LL, static_cast<long long>(p.heads_q / plan.key.gqa_pack));
   const long long slots = kSplitCtasPerSm * (problem.sm_count > 0 ? problem.sm_count : 1);
   r.max_parts = static_cast<int>(std::min<long long>(kMaxSplits, std::max(1LL, (slots + groups - 1) / groups)));
@@ -85,13 +110,24 @@ long long tiles_per_head(const Plan& plan, const Problem& problem, long long m_b
   return m_blocks * splits;
 }
 
-SplitLayout split_layout(const Plan& plan, const Problem& problem) {
+SplitLayout split_layout(const Plan& plan, const Problem& problem, bool any_smaller_batch) {
   SplitLayout l;
   l.max_splits = max_splits(plan, problem);
   if (!plan.key.split) return l;
   const auto align = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  const size_t states = static_cast<size_t>(l.max_splits) * static_cast<size_t>(split_rule(plan, problem).partial_rows) *
-                        static_cast<size_t>(problem.params.heads_q);
+  const fa4k::SplitRule rule = split_rule(plan, problem);
+  // Parts x workspace rows. With split_by_batch a smaller problem may need more: b sequences uncut take b
+  // x seq_rows rows; cut, at most SMs / (head groups) sequence parts (one m block each: the fewest CTAs per
+  // part, so the most parts), and at most b x the longest one's blocks.
+  long long states = static_cast<long long>(l.max_splits) * rule.partial_rows;
+  const AttentionParams& p = problem.params;
+  if (any_smaller_batch && p.num_splits == 0 && p.split_by_batch) {
+    const long long blocks = (p.seqlen_k + rule.tile_n - 1) / rule.tile_n;
+    const long long groups = std::max(1LL, static_cast<long long>(p.heads_q / plan.key.gqa_pack));
+    const long long cut = std::min(blocks * p.batch, sm_slots(problem) / groups);
+    states = std::max<long long>(p.batch, cut) * rule.seq_rows;
+  }
+  states *= p.heads_q;
   l.o_bytes = align(states * static_cast<size_t>(problem.params.head_dim_v) * 4);
   l.lse_bytes = align(states * 4);
   return l;
@@ -221,9 +257,14 @@ void set_lse_layout(long long rows, long long seqlen, long long heads, bool ragg
 
 }  // namespace
 
-// After split-KV a row can have up to kMaxSplits parts: 4 warps share each row's states, so enough loads
-// are in flight when one sequence alone is cut into hundreds of parts.
+// After split-KV a row can have up to kMaxSplits parts: from 16 parts on, 4 warps share each row's states, so
+// enough loads are in flight when one sequence alone is cut into hundreds of parts; with fewer, a warp takes
+// a row (a large batch has many).
 constexpr int kCombineWarpsPerSplitRow = 4;
+constexpr int kCombineSharedFromParts = 16;
+// The combine's CTAs resident on an SM (its __launch_bounds__ in combine.cuh): the grid at most fills them,
+// and each CTA loops over items past that.
+constexpr long long kCombineCtasPerSm = 8;
 
 fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, void* workspace) {
   const AttentionParams& p = problem.params;
@@ -258,7 +299,7 @@ fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, v
   a.seqlen_k = static_cast<int>(p.seqlen_k);
   a.decode_seqlen_q = problem.decode_seqlen_q;
   a.rule = rule;
-  a.warps_per_item = kCombineWarpsPerSplitRow;
+  a.warps_per_item = layout.max_splits >= kCombineSharedFromParts ? kCombineWarpsPerSplitRow : 1;
   return a;
 }
 
@@ -290,7 +331,8 @@ void enqueue_combine(const Plan& plan, const fa4k::CombineArgs& args, CUfunction
   const long long rows = args.cu_seqlens ? args.total_rows : static_cast<long long>(args.batch) * args.seqlen;
   const long long items = rows * args.heads, per_cta = plan.threads / 32 / args.warps_per_item;
   LaunchShape shape;
-  shape.grid[0] = static_cast<unsigned>(std::max(1LL, std::min((items + per_cta - 1) / per_cta, 16LL * std::max(sm_count, 1))));
+  shape.grid[0] = static_cast<unsigned>(
+      std::max(1LL, std::min((items + per_cta - 1) / per_cta, kCombineCtasPerSm * std::max(sm_count, 1))));
   shape.block[0] = static_cast<unsigned>(plan.threads);
   void* params[] = {const_cast<fa4k::CombineArgs*>(&args)};
   const LaunchConfig config(shape, stream, overlap_previous);

@@ -23,7 +23,9 @@ struct SplitLayout {
   size_t o_bytes = 0, lse_bytes = 0;
   size_t bytes() const { return o_bytes + lse_bytes; }
 };
-SplitLayout split_layout(const Plan& plan, const Problem& problem);
+// The workspace of a split launch. any_smaller_batch (Attention::workspace_size): enough also for every
+// batch up to problem's, at most its lengths (split_by_batch may cut a smaller batch into more parts).
+SplitLayout split_layout(const Plan& plan, const Problem& problem, bool any_smaller_batch = false);
 int max_splits(const Plan& plan, const Problem& problem);
 fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem);
 // The longest seqlen_q among the sequences a plan's kernel serves: a mixed batch's decode kernel takes only

@@ -8,7 +8,7 @@
 
 namespace fa4::detail {
 
-constexpr int kMaxSplits = 256;  // split-KV parts per sequence
+constexpr int kMaxSplits = fa4k::kMaxSplitParts;  // split-KV parts per sequence
 
 struct Problem {
   AttentionParams params;  // head_dim_v, strides, softmax_scale and (causal: 0) window_right resolved

@@ -228,6 +228,8 @@ Problem validate(const AttentionParams& in) {
   if (p.num_splits < 0 || p.num_splits > kMaxSplits)
     fail("num_splits", "must be in [0, " + std::to_string(kMaxSplits) + "] (0: chosen per sequence, 1: none), got " +
                            std::to_string(p.num_splits));
+  if (p.split_by_batch && p.num_splits != 0)
+    fail("split_by_batch", "applies only to num_splits 0 (the library's choice), got num_splits " + std::to_string(p.num_splits));
   if (p.workspace && reinterpret_cast<uintptr_t>(p.workspace) % 256) fail("workspace", "must be 256-byte aligned");
   if (!p.workspace && p.workspace_bytes) fail("workspace", "is null but workspace_bytes is set");
   // Decode sequences (kDecodeMaxRows packed rows at most) run on the decode kernel. A ragged batch whose

@@ -73,6 +73,7 @@ typedef struct fa4_serving {
   const int32_t* page_table;      /* [batch, max_pages_per_seq]: k/v are [num_pages, page_size, heads_kv, dim] */
   int64_t page_size, num_pages, max_pages_per_seq;
   int32_t num_splits;             /* 1: never split; n > 1: n parts; 0: the library decides (needs a workspace) */
+  int32_t split_by_batch;         /* non-zero, with num_splits 0: the batch size chooses the parts too (faster, not batch-invariant) */
   void* workspace;                /* device memory, 256-byte aligned: fa4_workspace_size bytes */
   size_t workspace_bytes;
   /* Variants (fa4::AttentionParams); all-zero: none. */

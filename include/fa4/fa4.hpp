@@ -90,6 +90,12 @@ struct AttentionParams {
   // a sequence's parts depend only on its own lengths (and the device): its result is the same whatever else
   // is in the batch, and the same from run to run.
   int num_splits = 0;
+  // With num_splits 0: let the batch size choose the parts too. With C = batch x kv head groups CTAs at one
+  // part per sequence, parts enough to give every SM one CTA, each at least C^2 / (2 x SMs) KV blocks, at
+  // most max(16, one per 512 keys); a batch of as many CTAs as SMs is not cut (and no combine runs). Faster
+  // decode at small and at large batches, but a sequence's bits then depend on the batch size (still the
+  // same from run to run for the same batch). false: batch-invariant, as above.
+  bool split_by_batch = false;
   void* workspace = nullptr;              // device memory for the partial results: Attention::workspace_size
   size_t workspace_bytes = 0;
 };

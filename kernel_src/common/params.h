@@ -17,6 +17,8 @@ struct TensorArgs {
   long long head_stride;     // elements; the head dimension itself is contiguous
 };
 
+constexpr int kMaxSplitParts = 256;  // split-KV parts of one sequence, at most
+
 // How a split-KV launch cuts a sequence's keys into parts (split_parts): the attention kernels, the combine
 // kernel and the host's workspace sizing all read this one rule.
 struct SplitRule {

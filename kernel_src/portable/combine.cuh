@@ -8,8 +8,11 @@
 //
 // Work: a (row, head) item is shared by warps_per_item warps (CombineArgs), each summing every
 // warps_per_item-th state, so a row cut into many parts (decode at batch 1: up to 256) has 4 warps of loads in
-// flight instead of one; the warps' sums meet in smem in a fixed order. The lanes split the head dim
-// (element l, l + 32, ... of lane l: every access of a warp is coalesced).
+// flight instead of one; the warps' sums meet in smem in a fixed order. Lane l reads the LSEs of states l,
+// l + 32, ... once and hands each state's weight to the warp by a shuffle; the lanes split the head dim
+// (element l, l + 32, ... of lane l: every access of a warp is coalesced). At most 64 registers a thread, so
+// 8 CTAs share an SM and a launch of thousands of items is resident at once (at ~120 registers, 4 waves of
+// 4 per SM took 15 us for 2048 items of 8 parts on the H200).
 #pragma once
 
 #include "common/params.h"
@@ -42,13 +45,11 @@ __device__ __forceinline__ int sequence_of(const fa4k::CombineArgs& a, long long
   return lo;
 }
 
-extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_combine(const fa4k::CombineArgs args) {
+// Registers for the states' LSEs, 32 states each: a split-KV launch's parts, or a merge's states.
+constexpr int kLseChunks = ((fa4cfg::kCombineF32States ? fa4k::kMaxSplitParts : fa4k::kMaxCombinePointers) + 31) / 32;
+
+extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 8) fa4_combine(const fa4k::CombineArgs args) {
   using namespace fa4p;
-#if __CUDA_ARCH__ >= 900
-  // Launched as a programmatic dependent of the split kernel (enqueue_combine): its parts are complete and
-  // visible after this (a no-op for an ordinary launch).
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
   __shared__ float shares[kCombineWarps][fa4cfg::kHeadDimV];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int per_item = args.warps_per_item;
@@ -87,6 +88,11 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_combine(co
       }
       merged = !args.split || n_states > 1;
       if (merged) {
+#if __CUDA_ARCH__ >= 900
+        // Launched as a programmatic dependent of the split kernel (enqueue_combine), so the lookups above ran
+        // while it finished: its parts are complete and visible from here (a no-op for an ordinary launch).
+        asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
         // The states' row: a split kernel's workspace row (no batch stride), else as the output's.
         const long long state_batch = args.split ? 0 : batch;
         const long long state_place = args.split ? fa4k::partial_row(args.rule, seq, token, row) : place;
@@ -99,25 +105,38 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_combine(co
                                            s * args.o_state_stride * (fa4cfg::kCombineF32States ? 4 : 2)
                                      : static_cast<const char*>(args.state_o[s]);
         };
-        auto state_lse = [&](int s) {
-          return (args.lse_state_stride ? args.state_lse[0] + s * args.lse_state_stride : args.state_lse[s])[in_lse];
-        };
-        // The max and the sum of the weights over every state (the lanes split them; a fixed butterfly order).
-        for (int s = lane; s < n_states; s += 32) max_lse = fmaxf(max_lse, state_lse(s));
+        // Lane l's states' LSEs, then their weights; the max and the sum in a fixed butterfly order.
+        float weight[kLseChunks];
+#pragma unroll
+        for (int c = 0; c < kLseChunks; ++c) {
+          const int s = c * 32 + lane;
+          weight[c] = s < n_states ? (args.lse_state_stride ? args.state_lse[0] + s * args.lse_state_stride
+                                                            : args.state_lse[s])[in_lse]
+                                   : neg_inf();
+          max_lse = fmaxf(max_lse, weight[c]);
+        }
         for (int width = 16; width >= 1; width /= 2) max_lse = fmaxf(max_lse, shfl_xor(max_lse, width));
         if (max_lse != neg_inf()) {
           constexpr float kLog2e = 1.4426950408889634f;
-          for (int s = lane; s < n_states; s += 32) sum += exp2f((state_lse(s) - max_lse) * kLog2e);
+#pragma unroll
+          for (int c = 0; c < kLseChunks; ++c) {
+            weight[c] = exp2f((weight[c] - max_lse) * kLog2e);  // 0 for an empty or absent state
+            sum += weight[c];
+          }
           for (int width = 16; width >= 1; width /= 2) sum += shfl_xor(sum, width);
           // This warp's share of the states. An empty state (weight 0) adds nothing, even if its O is not finite.
-#pragma unroll 4
-          for (int s = share; s < n_states; s += per_item) {
-            const float w = exp2f((state_lse(s) - max_lse) * kLog2e);
-            const void* o = state_o(s);
 #pragma unroll
-            for (int i = 0; i < kPerLane; ++i) {
-              const float x = load_state(o, in_o + lane + 32 * i);
-              acc[i] = w > 0.f ? fmaf(w, x, acc[i]) : acc[i];
+          for (int c = 0; c < kLseChunks; ++c) {
+            const int count = n_states - c * 32 < 32 ? n_states - c * 32 : 32;
+#pragma unroll 4
+            for (int t = share; t < count; t += per_item) {
+              const float w = __shfl_sync(0xffffffffu, weight[c], t);
+              const void* o = state_o(c * 32 + t);
+#pragma unroll
+              for (int i = 0; i < kPerLane; ++i) {
+                const float x = load_state(o, in_o + lane + 32 * i);
+                acc[i] = w > 0.f ? fmaf(w, x, acc[i]) : acc[i];
+              }
             }
           }
         }

@@ -84,6 +84,11 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
   constexpr int kTileN = fa4cfg::kTileN;
   constexpr int kPack = fa4cfg::kGqaPack;
 
+#if __CUDA_ARCH__ >= 900
+  // The combine, a programmatic dependent launch, may start once every CTA of this grid runs: it looks up
+  // its rows meanwhile and waits for this grid's results itself (griddepcontrol.wait).
+  if constexpr (fa4cfg::kSplit) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   extern __shared__ __align__(128) unsigned char smem[];
   const u32 smem_base = shared_address(smem);
   const u32 sQ = smem_base + fa4cfg::kSmemQOffset;

@@ -110,6 +110,7 @@ class _Serving(_Versioned):  # fa4_serving
         ("num_pages", ctypes.c_int64),
         ("max_pages_per_seq", ctypes.c_int64),
         ("num_splits", ctypes.c_int32),
+        ("split_by_batch", ctypes.c_int32),
         ("workspace", ctypes.c_void_p),
         ("workspace_bytes", ctypes.c_size_t),
         ("window", ctypes.c_int32),
@@ -339,7 +340,7 @@ class _Call:
 
     def __init__(self, torch, q, k, v, out=None, causal=False, softmax_scale=None, return_lse=False,
                  cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqused_k=None,
-                 page_table=None, num_splits=0, window=None, softcap=0.0, sinks=None):
+                 page_table=None, num_splits=0, window=None, softcap=0.0, sinks=None, split_by_batch=False):
         _cuda_tensor(torch, "q", q, q)
         _cuda_tensor(torch, "k", k, q)
         _cuda_tensor(torch, "v", v, q)
@@ -405,6 +406,7 @@ class _Call:
         if paged:
             s.num_pages, s.page_size, s.max_pages_per_seq = k.shape[0], k.shape[1], table.shape[1]
         s.num_splits = _int32("num_splits", num_splits)
+        s.split_by_batch = int(bool(split_by_batch))
         if window is not None:  # (left, right), each -1 (unbounded) or >= 0
             s.window = 1
             s.window_left, s.window_right = (int(side) for side in window)
@@ -486,7 +488,8 @@ class Attention:
 
     def run(self, q, k, v, out=None, causal=False, softmax_scale=None, return_lse=False, stream=None, *,
             cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqused_k=None,
-            page_table=None, num_splits=0, workspace=None, window=None, softcap=0.0, sinks=None):
+            page_table=None, num_splits=0, workspace=None, window=None, softcap=0.0, sinks=None,
+            split_by_batch=False):
         """Attention of q [b, s_q, h_q, d] over k [b, s_k, h_kv, d], v [b, s_k, h_kv, dv] (CUDA tensors,
         bf16 or fp16, last dim contiguous). Causal is bottom-right aligned, per sequence. Writes `out`
         (allocated when None) and returns it, or (out, lse) with lse fp32 [b, h_q, s_q] when return_lse.
@@ -502,6 +505,8 @@ class Attention:
             that synchronises; pass them under CUDA graph capture), or with a page table its row's capacity.
           num_splits: 1 never splits the keys, n > 1 cuts each sequence into n parts, 0 lets the library cut
             decode sequences (it needs a workspace for that).
+          split_by_batch: with num_splits 0, the batch size chooses the parts too: faster decode at small and
+            large batches, but a sequence's result then depends on the batch size (default False: batch-invariant).
           workspace: device memory for split-KV (any contiguous tensor; workspace_size() bytes). None: the
             library's workspace_size() is allocated per call (0 bytes when nothing is cut). Pass one to avoid
             the allocation, or under CUDA graphs.
@@ -512,7 +517,8 @@ class Attention:
         handle = self._live()
         torch = _torch("Attention.run")
         call = _Call(torch, q, k, v, out, causal, softmax_scale, return_lse, cu_seqlens_q, cu_seqlens_k,
-                     max_seqlen_q, max_seqlen_k, seqused_k, page_table, num_splits, window, softcap, sinks)
+                     max_seqlen_q, max_seqlen_k, seqused_k, page_table, num_splits, window, softcap, sinks,
+                     split_by_batch)
         launch = _stream(torch, stream, call.device)
         with torch.cuda.device(call.device):  # the library works in the current context
             if workspace is None and call.wants_workspace():
@@ -527,14 +533,16 @@ class Attention:
 
     def workspace_size(self, q, k, v, out=None, causal=False, softmax_scale=None, return_lse=False, *,
                        cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqused_k=None,
-                       page_table=None, num_splits=0, window=None, softcap=0.0, sinks=None):
+                       page_table=None, num_splits=0, window=None, softcap=0.0, sinks=None, split_by_batch=False):
         """The workspace bytes run() with these arguments needs (0: none). With num_splits 0, the size a
         workspace must have for the library to cut decode sequences. Size it once for the largest batch and
-        lengths served, and pass it to every run() (CUDA graphs)."""
+        lengths served, and pass it to every run() (CUDA graphs): it is enough for any smaller batch and
+        lengths too."""
         handle = self._live()
         torch = _torch("Attention.workspace_size")
         call = _Call(torch, q, k, v, out, causal, softmax_scale, return_lse, cu_seqlens_q, cu_seqlens_k,
-                     max_seqlen_q, max_seqlen_k, seqused_k, page_table, num_splits, window, softcap, sinks)
+                     max_seqlen_q, max_seqlen_k, seqused_k, page_table, num_splits, window, softcap, sinks,
+                     split_by_batch)
         with torch.cuda.device(call.device):
             return self._workspace_bytes(handle, call)
 

@@ -406,6 +406,7 @@ std::vector<Case> bad_inputs() {
       params_case("sinks misaligned", "sinks", [](P& p) { p.sinks = reinterpret_cast<const float*>(uintptr_t{0x1002}); }),
       params_case("num_splits -1", "num_splits", [](P& p) { p.num_splits = -1; }),
       params_case("num_splits 257", "num_splits", [](P& p) { p.num_splits = 257; }),
+      params_case("split_by_batch with num_splits 3", "split_by_batch", [](P& p) { p.num_splits = 3, p.split_by_batch = true; }),
       params_case("workspace misaligned", "workspace", [](P& p) {
         p.workspace = reinterpret_cast<void*>((uintptr_t{7} << 50) + 128);
         p.workspace_bytes = 1 << 20;

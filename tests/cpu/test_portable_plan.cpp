@@ -277,5 +277,77 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   EXPECT_EQ(args.total_tiles, 2 * args.max_splits * 8 * 3);
 }
 
+// split_by_batch: num_splits 0 also weighs the batch. With C the launch's CTAs at one part per sequence
+// (batch x head groups x m blocks): parts enough for a CTA per SM, of at least C^2 / 2 SMs blocks, at most
+// 16 or one per split_blocks blocks. The workspace sized for a batch and lengths holds every smaller batch's
+// and shorter lengths' parts, though a smaller batch may be cut into more parts.
+TEST(PortablePlan, SplitByBatchFillsTheSmsOnceAndItsWorkspaceCoversSmallerCalls) {
+  KernelKey key = portable_key(128, 128);
+  key.decode = true, key.gqa_pack = 4, key.split = true;
+  const Plan plan = make_plan(key);
+  Problem problem;
+  problem.params.heads_q = 32;
+  problem.params.heads_kv = 8;
+  problem.params.head_dim = problem.params.head_dim_v = 128;
+  problem.params.split_by_batch = true;
+  problem.q_heads_per_kv = 4;
+  problem.decode = true;
+  problem.decode_seqlen_q = kDecodeMaxRows / 4;
+  problem.split = true;
+  problem.sm_count = 132;
+  auto set = [&](int batch, int seqlen_q, int seqlen_k) {
+    problem.params.batch = batch;
+    problem.params.seqlen_q = seqlen_q;
+    problem.params.seqlen_k = seqlen_k;
+  };
+  auto parts = [&](int seqlen_k, int batch) {
+    set(batch, 1, seqlen_k);
+    fa4k::AttentionArgs args{};
+    fill_schedule(plan, problem, args);
+    return fa4k::split_parts(args.split, true, (seqlen_k + plan.tile_n - 1) / plan.tile_n);
+  };
+  const int block = plan.tile_n;
+  EXPECT_EQ(parts(16 * block, 1), 16) << "8 head groups: 16 parts x 8 = 128 CTAs on 132 SMs";
+  EXPECT_EQ(parts(1000 * block, 1), 16);
+  EXPECT_EQ(parts(5 * block, 1), 5) << "at most a part per KV block";
+  EXPECT_EQ(parts(block, 1), 1);
+  EXPECT_EQ(parts(100 * block, 4), 4) << "32 CTAs a part: 4 parts";
+  EXPECT_EQ(parts(16 * block, 4), 4) << "32 CTAs a part: parts of at least 4 blocks";
+  EXPECT_EQ(parts(15 * block, 4), 4);
+  EXPECT_EQ(parts(12 * block, 4), 3);
+  EXPECT_EQ(parts(64 * block, 8), 2) << "64 CTAs a part: parts of at least 16 blocks, 2 fill the SMs";
+  EXPECT_EQ(parts(16 * block, 8), 1);
+  EXPECT_EQ(parts(100 * block, 17), 1) << "136 CTAs uncut fill every SM";
+  problem.params.heads_q = 8, problem.params.heads_kv = 1, problem.q_heads_per_kv = 8;
+  KernelKey one_group = key;
+  one_group.gqa_pack = 8;
+  const Plan one = make_plan(one_group);
+  set(1, 1, 512 * one.tile_n);
+  fa4k::AttentionArgs args{};
+  fill_schedule(one, problem, args);
+  EXPECT_EQ(fa4k::split_parts(args.split, true, 512), 64) << "one CTA a part: a part per 8 blocks, at most";
+  EXPECT_EQ(fa4k::split_parts(args.split, true, 40), 40) << "the cap is the longest sequence's";
+  set(1, 1, 40 * one.tile_n);
+  fill_schedule(one, problem, args);
+  EXPECT_EQ(fa4k::split_parts(args.split, true, 40), 16) << "one CTA a part: up to 16 parts";
+  problem.params.heads_q = 32, problem.params.heads_kv = 8, problem.q_heads_per_kv = 4;
+  // A workspace sized for (batch, seqlen_q, seqlen_k) holds every call up to those sizes.
+  for (int batch : {1, 2, 5, 12, 13, 50})
+    for (int seqlen_q : {1, 8})
+      for (int seqlen_k : {64, 1000, 5000}) {
+        set(batch, seqlen_q, seqlen_k);
+        const size_t sized = split_layout(plan, problem, /*any_smaller_batch=*/true).bytes();
+        for (int b = 1; b <= batch; ++b)
+          for (int sq = 1; sq <= seqlen_q; ++sq)
+            for (int sk : {1, 64, 65, 700, 1000, 4999, 5000}) {
+              if (sk > seqlen_k) continue;
+              set(b, sq, sk);
+              EXPECT_LE(split_layout(plan, problem).bytes(), sized)
+                  << "sized for " << batch << " x (" << seqlen_q << ", " << seqlen_k << "), run at " << b << " x (" << sq
+                  << ", " << sk << ")";
+            }
+      }
+}
+
 }  // namespace
 }  // namespace fa4::detail

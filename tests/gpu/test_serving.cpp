@@ -35,6 +35,7 @@ struct ServingCase {
   int cache_slack = 0;       // keys stored past each sequence's used length (seqused_k); they, and every page
                              // slot no sequence uses, hold NaN (an engine's unused cache slots hold anything)
   int num_splits = 1;
+  bool split_by_batch = false;
   bool workspace = false;
   int window_left = -1, window_right = -1;  // variants (AttentionParams)
   float softcap = 0;
@@ -219,6 +220,7 @@ class Serving {
       p.total_k = cu_k_.back();
     }
     p.num_splits = c_.num_splits;
+    p.split_by_batch = c_.split_by_batch;
     p.window_left = c_.window_left, p.window_right = c_.window_right, p.softcap = c_.softcap;
     p.sinks = c_.sinks ? static_cast<const float*>(sinks_dev_.get()) : nullptr;
   }
@@ -378,6 +380,26 @@ std::vector<ServingCase> serving_cases() {
     c.seqlens_k = {0, 90, 2000};
     c.num_splits = 0, c.workspace = true;
     add(c);
+    // num_splits 0 where no sequence is cut (every one shorter than a part): the decode kernel writes O
+    // itself and no combine runs. split_by_batch: one sequence of one kv head group in 16 parts, a small
+    // batch in a few (some sequences empty), and a batch whose CTAs fill the GPU uncut (no combine).
+    c = ServingCase{};
+    c.name = "decode_uncut_keys" + m;
+    c.causal = causal, c.heads_q = 8, c.heads_kv = 2, c.num_splits = 0, c.workspace = true;
+    c.seqlens_q = {1, 3, 1};
+    c.seqlens_k = {500, 12, 0};
+    add(c);
+    for (int batch : {1, 3, 40}) {
+      c = ServingCase{};
+      c.name = "decode_split_by_batch" + std::to_string(batch) + m;
+      c.causal = causal, c.heads_q = batch == 1 ? 8 : 32, c.heads_kv = batch == 1 ? 1 : 8, c.num_splits = 0;
+      c.split_by_batch = true, c.workspace = true, c.paged = batch == 3, c.page_size = 16;
+      for (int i = 0; i < batch; ++i) {
+        c.seqlens_q.push_back(1 + i % 4);
+        c.seqlens_k.push_back(i % 7 == 5 ? 0 : 3000 - 71 * i);
+      }
+      add(c);
+    }
     c = ServingCase{};
     c.name = "decode_long_capped_parts" + m;
     c.causal = causal, c.heads_q = 32, c.heads_kv = 8;

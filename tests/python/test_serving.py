@@ -26,10 +26,10 @@ class Case:
     """seqlens_q / seqlens_k: per sequence (the keys each sees). ragged_q: q packed [total_q, h, d], else
     [b, s, h, d] with every sequence as long. kv: 'dense' ([b, longest, h, d] + seqused_k), 'ragged'
     (cu_seqlens_k) or 'paged' (shuffled pages + seqused_k). workspace: None (run() decides), 'sized'
-    (workspace_size() bytes, passed in)."""
+    (workspace_size() bytes, passed in). split_by_batch: num_splits 0 weighs the batch size too."""
 
     def __init__(self, name, seqlens_q, seqlens_k, ragged_q=True, kv="ragged", page_size=64, heads=(8, 2),
-                 d=128, causal=False, num_splits=1, workspace=None):
+                 d=128, causal=False, num_splits=1, workspace=None, split_by_batch=False):
         self.__dict__.update(locals())
         del self.__dict__["self"]
 
@@ -54,6 +54,8 @@ for causal in (False, True):
              heads=(8, 1), causal=causal, num_splits=3),
         Case("split decode 32/32 dense, num_splits 0" + m, [1, 1], [2500, 2500], ragged_q=False, kv="dense",
              heads=(32, 32), causal=causal, num_splits=0),
+        Case("split decode 8/1 paged, split_by_batch, workspace passed" + m, [1, 2], [3000, 700], kv="paged",
+             page_size=16, heads=(8, 1), causal=causal, num_splits=0, workspace="sized", split_by_batch=True),
     ]
 
 
@@ -158,7 +160,7 @@ def check_case(attn, c, seed):
     hq, _ = c.heads
     out = torch.full(((pr.q.shape[0],) if c.ragged_q else tuple(pr.q.shape[:2])) + (hq, c.d), float("nan"),
                      dtype=torch.bfloat16, device="cuda")
-    kw = dict(pr.kw, num_splits=c.num_splits)
+    kw = dict(pr.kw, num_splits=c.num_splits, split_by_batch=c.split_by_batch)
     if c.workspace == "sized":
         size = attn.workspace_size(pr.q, pr.k, pr.v, causal=c.causal, return_lse=True, **kw)
         if not size:
