@@ -3,6 +3,10 @@
 // memory hit. Needs no GPU: without a current context prewarm only compiles.
 //
 //   bench_compile [--target BACKEND:ARCH]... [--filter SUBSTR] [--budget-s S] [--reps N] [--json PATH]
+//                 [--serving]
+//
+// --serving: each configuration's serving forms too (ragged, paged, both; decode and split-KV), those its
+// backend compiles.
 //
 // Default targets: portable for the current device's arch (sm_90 without a GPU), and sm100:100 when the
 // sm100 backend has configurations. Target for a disk hit: <= 5 ms.
@@ -99,6 +103,7 @@ int main(int argc, char** argv) try {
   std::string filter, json_path;
   double budget_s = 0;  // 0: no limit
   int reps = 5;
+  bool serving = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -110,8 +115,9 @@ int main(int argc, char** argv) try {
     else if (arg == "--budget-s") budget_s = std::stod(value());
     else if (arg == "--reps") reps = std::max(1, std::stoi(value()));
     else if (arg == "--json") json_path = value();
+    else if (arg == "--serving") serving = true;
     else {
-      std::printf("usage: %s [--target BACKEND:ARCH]... [--filter SUBSTR] [--budget-s S] [--reps N] [--json PATH]\n",
+      std::printf("usage: %s [--target BACKEND:ARCH]... [--filter SUBSTR] [--budget-s S] [--reps N] [--json PATH] [--serving]\n",
                   argv[0]);
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
@@ -138,8 +144,19 @@ int main(int argc, char** argv) try {
   for (const Target& t : targets) {
     const std::string target = std::string(fa4::to_string(t.backend)) + ":sm" + std::to_string(t.arch);
     std::vector<fa4::KernelConfig> configs;
-    for (const fa4::KernelConfig& c : fa4::supported_configs(t.backend, t.arch))
-      if (filter.empty() || c.name().find(filter) != std::string::npos) configs.push_back(c);
+    fa4::Attention describer(options);
+    for (const fa4::KernelConfig& plain : fa4::supported_configs(t.backend, t.arch))
+      for (int form = 0; form < (serving ? 6 : 1); ++form) {  // dense; ragged, paged, both; decode; split-KV
+        fa4::KernelConfig c = plain;
+        c.varlen = form == 1 || form == 3, c.paged = form == 2 || form == 3;
+        c.decode = form == 4, c.split = form == 4 || form == 5;
+        if (!filter.empty() && c.name().find(filter) == std::string::npos) continue;
+        try {
+          (void)describer.describe(c);  // throws for a form this backend does not compile
+          configs.push_back(c);
+        } catch (const fa4::Error&) {
+        }
+      }
     std::printf("\n%s: %zu configurations%s\n", target.c_str(), configs.size(),
                 configs.empty() ? " (none supported or none match the filter)" : "");
     if (configs.empty()) continue;

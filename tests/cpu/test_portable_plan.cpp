@@ -229,13 +229,8 @@ TEST(PortablePlan, DecodePlansFitEveryArch) {
     }
 }
 
-// Split-KV's rule (params.h split_parts, launch.cpp split_rule): explicit parts as asked; with num_splits 0
-// parts of at least split_blocks blocks, at most enough parts per sequence for a CTA on every SM across the
-// head groups, and only decode sequences are cut; every (m block, part) is a tile. A sequence's parts do not depend on the batch.
-TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
-  KernelKey key = portable_key(128, 128);
-  key.decode = true, key.gqa_pack = 4, key.split = true;
-  const Plan plan = make_plan(key);
+// A split-KV decode problem on 132 SMs: one token of 32 q heads over 8 kv heads, d 128.
+Problem split_decode_problem() {
   Problem problem;
   problem.params.batch = 1;
   problem.params.seqlen_q = 1;
@@ -247,6 +242,17 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   problem.decode_seqlen_q = kDecodeMaxRows / 4;
   problem.split = true;
   problem.sm_count = 132;
+  return problem;
+}
+
+// Split-KV's rule (params.h split_parts, launch.cpp split_rule): explicit parts as asked; with num_splits 0
+// parts of at least split_blocks blocks, at most enough parts per sequence for a CTA on every SM across the
+// head groups, and only decode sequences are cut; every (m block, part) is a tile. A sequence's parts do not depend on the batch.
+TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
+  KernelKey key = portable_key(128, 128);
+  key.decode = true, key.gqa_pack = 4, key.split = true;
+  const Plan plan = make_plan(key);
+  Problem problem = split_decode_problem();
   auto parts = [&](int seqlen_k, int batch) {
     problem.params.batch = batch;
     problem.params.seqlen_k = 131072;
@@ -285,16 +291,8 @@ TEST(PortablePlan, SplitByBatchFillsTheSmsOnceAndItsWorkspaceCoversSmallerCalls)
   KernelKey key = portable_key(128, 128);
   key.decode = true, key.gqa_pack = 4, key.split = true;
   const Plan plan = make_plan(key);
-  Problem problem;
-  problem.params.heads_q = 32;
-  problem.params.heads_kv = 8;
-  problem.params.head_dim = problem.params.head_dim_v = 128;
+  Problem problem = split_decode_problem();
   problem.params.split_by_batch = true;
-  problem.q_heads_per_kv = 4;
-  problem.decode = true;
-  problem.decode_seqlen_q = kDecodeMaxRows / 4;
-  problem.split = true;
-  problem.sm_count = 132;
   auto set = [&](int batch, int seqlen_q, int seqlen_k) {
     problem.params.batch = batch;
     problem.params.seqlen_q = seqlen_q;
