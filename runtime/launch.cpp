@@ -85,7 +85,8 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   if (p.num_splits == 0 && p.split_by_batch) {
     const long long ctas = std::max<long long>(1, p.batch) * ctas_per_part(plan, problem), sms = sm_slots(problem);
     const long long blocks = (p.seqlen_k + plan.tile_n - 1) / plan.tile_n;  // the longest sequence's
-    r.split_blocks = static_cast<int>(std::clamp((ctas * ctas + 2 * sms - 1) / (2 * sms), 1LL, 1LL << 30));
+    const long long c = std::min(ctas, sms + 1);  // past sms nothing is cut: keeps c^2 in range
+    r.split_blocks = static_cast<int>(std::clamp((c * c + 2 * sms - 1) / (2 * sms), 1LL, 1LL << 30));
     const long long most = std::min(sms / ctas, std::max(kBatchSplitMinCap, (blocks + plan.split_blocks - 1) / plan.split_blocks));
     r.max_parts = static_cast<int>(std::clamp(most, 1LL, static_cast<long long>(kMaxSplits)));
     return r;
@@ -299,7 +300,11 @@ fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, v
   a.seqlen_k = static_cast<int>(p.seqlen_k);
   a.decode_seqlen_q = problem.decode_seqlen_q;
   a.rule = rule;
-  a.warps_per_item = layout.max_splits >= kCombineSharedFromParts ? kCombineWarpsPerSplitRow : 1;
+  // The warps a row's states are shared by fix the order of its sum, so they come from what bounds a row's
+  // parts without the batch (num_splits, or the rule's cap: the device and heads only unless split_by_batch),
+  // never from the call's longest sequence: a sequence's bits stay the same whatever else is in the batch.
+  const int parts_cap = p.num_splits > 0 ? static_cast<int>(p.num_splits) : rule.max_parts;
+  a.warps_per_item = parts_cap >= kCombineSharedFromParts ? kCombineWarpsPerSplitRow : 1;
   return a;
 }
 

@@ -73,7 +73,6 @@ typedef struct fa4_serving {
   const int32_t* page_table;      /* [batch, max_pages_per_seq]: k/v are [num_pages, page_size, heads_kv, dim] */
   int64_t page_size, num_pages, max_pages_per_seq;
   int32_t num_splits;             /* 1: never split; n > 1: n parts; 0: the library decides (needs a workspace) */
-  int32_t split_by_batch;         /* non-zero, with num_splits 0: the batch size chooses the parts too (faster, not batch-invariant) */
   void* workspace;                /* device memory, 256-byte aligned: fa4_workspace_size bytes */
   size_t workspace_bytes;
   /* Variants (fa4::AttentionParams); all-zero: none. */
@@ -81,6 +80,7 @@ typedef struct fa4_serving {
   int64_t window_left, window_right; /* ... each -1 (unbounded) or >= 0 */
   float softcap;                  /* > 0: scores become softcap * tanh(score / softcap); 0: off */
   const float* sinks;             /* fp32 [heads_q] on the device: a logit per q head in every row's denominator */
+  int32_t split_by_batch;         /* non-zero, with num_splits 0: the batch size chooses the parts too (faster, not batch-invariant) */
 } fa4_serving;
 
 /* Prewarm entry with the serving flags (fa4::KernelConfig): varlen (cu_seqlens_q/k or seqused_k set), paged

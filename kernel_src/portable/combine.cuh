@@ -162,4 +162,9 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 8) fa4_combine(co
     if (fa4cfg::kWriteLse && lane == 0 && args.lse)
       args.lse[batch * args.out_lse_batch_stride + head * args.out_lse_head_stride + place * args.out_lse_row_stride] = lse;
   }
+#if __CUDA_ARCH__ >= 900
+  // Every thread waits before it exits, merged rows or not (none may be, e.g. windows shorter than a part):
+  // the combine completes only after the split kernel does, so work after it on the stream sees all of O.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }

@@ -110,7 +110,6 @@ class _Serving(_Versioned):  # fa4_serving
         ("num_pages", ctypes.c_int64),
         ("max_pages_per_seq", ctypes.c_int64),
         ("num_splits", ctypes.c_int32),
-        ("split_by_batch", ctypes.c_int32),
         ("workspace", ctypes.c_void_p),
         ("workspace_bytes", ctypes.c_size_t),
         ("window", ctypes.c_int32),
@@ -118,6 +117,7 @@ class _Serving(_Versioned):  # fa4_serving
         ("window_right", ctypes.c_int64),
         ("softcap", ctypes.c_float),
         ("sinks", ctypes.c_void_p),
+        ("split_by_batch", ctypes.c_int32),
     ]
 
 
@@ -536,8 +536,8 @@ class Attention:
                        page_table=None, num_splits=0, window=None, softcap=0.0, sinks=None, split_by_batch=False):
         """The workspace bytes run() with these arguments needs (0: none). With num_splits 0, the size a
         workspace must have for the library to cut decode sequences. Size it once for the largest batch and
-        lengths served, and pass it to every run() (CUDA graphs): it is enough for any smaller batch and
-        lengths too."""
+        lengths of the decode calls served (docs/correctness.md), and pass it to every run() (CUDA graphs):
+        it is then enough for every decode call with a smaller batch and shorter lengths."""
         handle = self._live()
         torch = _torch("Attention.workspace_size")
         call = _Call(torch, q, k, v, out, causal, softmax_scale, return_lse, cu_seqlens_q, cu_seqlens_k,

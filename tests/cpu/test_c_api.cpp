@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -106,6 +107,12 @@ fa4_params c_params() {
   return p;
 }
 
+// A field added to a versioned struct goes at its end, past every earlier one (never into padding, where an
+// older caller's struct_size would not show it is absent).
+static_assert(offsetof(fa4_serving, split_by_batch) > offsetof(fa4_serving, sinks) &&
+                  offsetof(fa4_serving, split_by_batch) + sizeof(int32_t) <= sizeof(fa4_serving),
+              "fa4_serving: split_by_batch is its last field");
+
 fa4_serving c_serving() {
   fa4_serving s{};
   s.struct_size = sizeof(fa4_serving);
@@ -173,6 +180,9 @@ TEST_F(CApi, BadServingInputsAreTypedErrorsNamingTheField) {
       {"page_size without page_table", "page_table", [](fa4_params&, fa4_serving& s) { s.page_size = 64; }},
       {"num_splits -1", "num_splits", [](fa4_params&, fa4_serving& s) { s.num_splits = -1; }},
       {"num_splits 257", "num_splits", [](fa4_params&, fa4_serving& s) { s.num_splits = 257; }},
+      {"split_by_batch with num_splits 2", "split_by_batch", [](fa4_params&, fa4_serving& s) {
+         s.num_splits = 2, s.split_by_batch = 1;
+       }},
       {"workspace misaligned", "workspace", [](fa4_params&, fa4_serving& s) {
          s.workspace = reinterpret_cast<void*>((uintptr_t{7} << 50) + 128);
          s.workspace_bytes = 1 << 20;

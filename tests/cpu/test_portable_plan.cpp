@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <set>
 
 #include "fa4/fa4.hpp"
 #include "runtime/codegen.hpp"
@@ -281,6 +282,26 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   problem.params.batch = 3;
   fill_schedule(plan, problem, args);
   EXPECT_EQ(args.total_tiles, 2 * args.max_splits * 8 * 3);
+}
+
+// The combine shares a row's states among as many warps as fix the order of its sum: that choice must not
+// follow the call's longest sequence, or a sequence's bits would change with its batch.
+TEST(PortablePlan, CombineWarpsPerRowDoNotDependOnTheBatch) {
+  for (auto [hq, hkv] : {std::pair{8, 2}, {32, 8}, {32, 32}}) {
+    KernelKey key = portable_key(128, 128);
+    key.decode = true, key.gqa_pack = hq / hkv, key.split = true;
+    const Plan plan = make_plan(key);
+    Problem problem = split_decode_problem();
+    problem.params.heads_q = hq, problem.params.heads_kv = hkv, problem.q_heads_per_kv = hq / hkv;
+    problem.decode_seqlen_q = kDecodeMaxRows / (hq / hkv);
+    std::set<int> warps;
+    for (int batch : {1, 3, 64})
+      for (int seqlen_k : {64, 3000, 9000, 131072}) {
+        problem.params.batch = batch, problem.params.seqlen_k = seqlen_k;
+        warps.insert(split_combine_args(plan, problem, nullptr).warps_per_item);
+      }
+    EXPECT_EQ(warps.size(), 1u) << hq << "/" << hkv;
+  }
 }
 
 // split_by_batch: num_splits 0 also weighs the batch. With C the launch's CTAs at one part per sequence

@@ -334,7 +334,7 @@ std::vector<ServingCase> serving_cases() {
     }
     // Decode: GQA ratios 1 to 32 packed (or not), one to four new tokens, long caches, split-KV.
     for (auto [hq, hkv] : {std::pair{4, 4}, {8, 2}, {32, 8}, {6, 2}, {32, 1}}) {
-      for (int splits : {0, 1, 3, 64}) {
+      for (int splits : {0, 1, 3, 64, 200}) {  // 200: the combine's LSE registers past 2 chunks of 32 states
         c = ServingCase{};
         c.name = "decode_h" + std::to_string(hq) + "_" + std::to_string(hkv) + "_splits" + std::to_string(splits) + m;
         c.causal = causal, c.heads_q = hq, c.heads_kv = hkv, c.paged = true, c.page_size = 64;
