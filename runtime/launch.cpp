@@ -51,8 +51,8 @@ int64_t served_seqlen_q(const Plan& plan, const Problem& problem) {
 constexpr long long kSplitCtasPerSm = 1;
 // split_by_batch, with C the launch's CTAs at one part per sequence (batch x head groups x m blocks) and S
 // the SMs: parts enough to give every SM one CTA (S / C), each at least C^2 / 2S KV blocks long (the
-// combine's work grows with C: a large batch needs long parts to gain from a cut), and at most 16 parts or
-// one per split_blocks blocks (the combine's states per row). Fitted on the H200 (bench_decode.py --splits,
+// combine's work grows with C: a large batch needs long parts to gain from a cut), and at most the larger of
+// 16 parts and one per split_blocks blocks (the combine's states per row). Fitted on the H200 (bench_decode.py --splits,
 // bench/results/2026-12-01-h200-decode-splits.md): 8 CTAs ran fastest in 16 parts at every length from 1k to
 // 128k keys, 32 in 4, 64 in 1 part at 1k keys and 2 at 4k, 256 and more uncut.
 constexpr long long kBatchSplitMinCap = 16;
@@ -92,7 +92,7 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
     return r;
   }
   const long long groups = std::max(1LL, static_cast<long long>(p.heads_q / plan.key.gqa_pack));
-  const long long slots = kSplitCtasPerSm * (problem.sm_count > 0 ? problem.sm_count : 1);
+  const long long slots = kSplitCtasPerSm * sm_slots(problem);
   r.max_parts = static_cast<int>(std::min<long long>(kMaxSplits, std::max(1LL, (slots + groups - 1) / groups)));
   return r;
 }
