@@ -13,6 +13,7 @@
 #include "runtime/codegen.hpp"
 #include "runtime/nvrtc.hpp"
 #include "runtime/backend.hpp"
+#include "runtime/launch.hpp"
 #include "tools/fa4rt/cli.hpp"
 #include "tools/fa4rt/report.hpp"
 
@@ -186,7 +187,7 @@ int resources(const std::vector<std::string>& args) {
 
 const char kPlanUsage[] =
     "usage: fa4rt plan [config options] [--seqlen-q N --seqlen-k N] [--window-left N] [--window-right N]\n"
-    "                  [--decode] [--dot | --model [--counts FILE]]\n"
+    "                  [--decode [--batch N [--heads-kv N] [--sms N]]] [--dot | --model [--counts FILE]]\n"
     "\n"
     "Prints the Plan of one configuration: math contract, MMA contracts, TMEM map, warp roles, barrier\n"
     "graph, mask block classes (for the given sequence lengths) and risks; for the sm100 kernel, the B200\n"
@@ -196,14 +197,52 @@ const char kPlanUsage[] =
     "  --window-left N, --window-right N   a sliding window (portable kernels; -1 unbounded): its Plan and\n"
     "                        block classes (blocks outside it skipped, inside it full, on its edges masked)\n"
     "  --decode              the decode kernel's Plan (seqlen_q * q heads per kv head <= 32)\n"
+    "  --batch N             with --decode: how num_splits 0 cuts a batch of N sequences of --seqlen-q queries\n"
+    "                        and --seqlen-k keys, batch-invariant and with split_by_batch: parts, CTAs,\n"
+    "                        workspace_size, combine (--heads-kv N kv heads, default 8; --sms N SMs, default 132)\n"
     "  --dot                 print the barrier graph in Graphviz DOT instead\n"
     "  --model               print only the speed model\n"
     "  --counts FILE         the model's per-role SASS counts from FILE (tools/sass_report.py --model-lines)\n"
     "                        instead of bench/results/sm100-model-counts.txt as built in\n";
 
+namespace {
+
+// How num_splits 0 cuts a decode batch on a device of `sms` SMs, batch-invariant and with split_by_batch.
+std::string split_section(KernelConfig config, int arch, const detail::MaskShape& shape, int batch, int heads_kv, int sms) {
+  config.split = true;
+  const Plan plan = detail::make_plan(detail::key_for_config(config, arch));
+  const int qh = config.q_heads_per_kv;
+  detail::Problem problem;
+  AttentionParams& p = problem.params;
+  p.batch = batch, p.seqlen_q = std::max(1, shape.seqlen_q), p.seqlen_k = shape.seqlen_k;
+  p.heads_q = heads_kv * qh, p.heads_kv = heads_kv, p.head_dim = config.head_dim;
+  p.head_dim_v = config.head_dim_v ? config.head_dim_v : config.head_dim;
+  problem.q_heads_per_kv = qh, problem.decode = true, problem.split = true, problem.sm_count = sms;
+  problem.decode_seqlen_q = kDecodeMaxRows / qh;
+  problem.rows = p.batch * p.seqlen_q;
+  std::ostringstream os;
+  os << "\n== Split-KV with num_splits 0: " << batch << " sequence(s) of " << p.seqlen_q << " queries and " << p.seqlen_k
+     << " keys, " << p.heads_q << "/" << heads_kv << " heads, " << sms << " SMs ==\n";
+  for (bool by_batch : {false, true}) {
+    p.split_by_batch = by_batch;
+    const int parts = detail::max_splits(plan, problem);
+    fa4k::AttentionArgs args{};
+    detail::fill_schedule(plan, problem, args);
+    const long long blocks = (p.seqlen_k + plan.tile_n - 1) / plan.tile_n;
+    os << (by_batch ? "  split_by_batch:  " : "  batch-invariant: ") << parts << " part(s) of about "
+       << (parts > 0 ? (blocks + parts - 1) / parts * plan.tile_n : 0) << " keys, " << args.total_tiles << " CTAs; "
+       << (parts > 1 ? "a combine merges them" : "no combine") << "; workspace_size "
+       << detail::split_layout(plan, problem, /*any_smaller_batch=*/true).bytes() << " B\n";
+  }
+  return os.str();
+}
+
+}  // namespace
+
 int plan(const std::vector<std::string>& args) {
   KernelConfig config;
   detail::MaskShape shape;
+  int batch = 0, heads_kv = 8, sms = 132;
   bool dot = false, model = false;
   std::string counts;
   Flags flags(args);
@@ -214,6 +253,9 @@ int plan(const std::vector<std::string>& args) {
     else if (flags.flag() == "--window-left") shape.window_left = flags.number(-1);
     else if (flags.flag() == "--window-right") shape.window_right = flags.number(-1);
     else if (flags.flag() == "--decode") config.decode = true;
+    else if (flags.flag() == "--batch") batch = flags.number(1);
+    else if (flags.flag() == "--heads-kv") heads_kv = flags.number(1);
+    else if (flags.flag() == "--sms") sms = flags.number(1);
     else if (flags.flag() == "--dot") dot = true;
     else if (flags.flag() == "--model") model = true;
     else if (flags.flag() == "--counts") {
@@ -225,11 +267,14 @@ int plan(const std::vector<std::string>& args) {
     } else flags.unknown();
   }
   config.window = shape.window_left >= 0 || shape.window_right >= 0;
+  if (batch > 0 && !config.decode) throw UsageError("--batch needs --decode (split-KV with num_splits 0 cuts decode sequences)");
+  if (batch > 0 && shape.seqlen_k <= 0) throw UsageError("--batch needs --seqlen-k (the keys of each sequence)");
   const int arch = target_arch(config);
   const Plan p = detail::make_plan(detail::key_for_config(config, arch));
   if (dot) std::cout << detail::barrier_dot(p);
   else if (model) std::cout << detail::speed_section(p, shape.seqlen_q == shape.seqlen_k ? shape.seqlen_q : 0, counts);
   else std::cout << detail::plan_report(p, shape, counts);
+  if (batch > 0) std::cout << split_section(config, arch, shape, batch, heads_kv, sms);
   return 0;
 }
 
