@@ -10,7 +10,7 @@
 // free. The scheduler warp picks each tile, finds its sequence and K/V blocks, and announces all of it to the
 // other roles through a small shared-memory ring. 12 warps:
 //   0-3 Consumer0, 4-7 Consumer1: rows 0-63 and 64-127 of the tile (the wgmma M of 64)
-//   8 Producer: one thread issues the TMA loads (Q once per tile; K and V rings; paged: piece by piece)
+//   8 Producer: one thread issues the TMA loads (Q once per tile; K and V rings; paged: lane p piece p)
 //   9 Storer: one thread issues the TMA store of each tile's O, so no consumer waits for it (the last tile
 //     of a ragged sequence: the warp stores its rows, so that none lands in the next sequence's)
 //   10 Scheduler: draws and decodes the tiles (a role of its own: the producer warpgroup's registers are few)
@@ -284,7 +284,7 @@ __device__ __forceinline__ int first_token(const Work& w) { return w.seq.q_row0 
 // ---- Producer and scheduler ----------------------------------------------------------------------------
 // The producer loads K and V of each announced tile's blocks into the rings (K first: S needs it first), and
 // the tile's Q after the first block's K and V, so they load while the previous tile's O store still holds a
-// Q buffer it shares. One thread issues the copies.
+// Q buffer it shares. One thread issues the copies; a paged block's pieces, lane p piece p.
 
 static_assert(kSpan == kBoxCols * 2, "a TMA box's row is one swizzle span (fa4k::load_kv_block)");
 

@@ -137,8 +137,8 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
        "its rows of O normalised into shared memory"},
       {"Consumer1", 4, 4, kConsumerRegs, "rows 64-127, the same"},
       {"Producer", 8, 1, kProducerRegs,
-       "one thread issues the TMA loads of the K and V rings (paged: piece by piece, pages looked up by the warp) "
-       "and Q"},
+       "one thread issues the TMA loads of the K and V rings and Q (paged: lane p looks up and loads piece p of "
+       "each block)"},
       {"Storer", 9, 1, kProducerRegs,
        "one thread issues the TMA store of O once both consumers staged their rows (the warp copies the rows of a "
        "ragged sequence's last tile)"},
