@@ -258,9 +258,9 @@ void set_lse_layout(long long rows, long long seqlen, long long heads, bool ragg
 
 }  // namespace
 
-// After split-KV a row can have up to kMaxSplits parts: from 16 parts on, 4 warps share each row's states, so
-// enough loads are in flight when one sequence alone is cut into hundreds of parts; with fewer, a warp takes
-// a row (a large batch has many).
+// After split-KV a row can have up to kMaxSplits parts: where the cap on a row's parts reaches 16, 4 warps
+// share each row's states, so enough loads are in flight when one sequence alone is cut into hundreds of
+// parts; below, a warp takes a row (a large batch has many).
 constexpr int kCombineWarpsPerSplitRow = 4;
 constexpr int kCombineSharedFromParts = 16;
 // The combine's CTAs resident on an SM (its __launch_bounds__ in combine.cuh): the grid at most fills them,
