@@ -247,11 +247,9 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
         u64* full = &b.kv_full[ring.index];
         if (is_v && clean) full = sm.v_tail();
         const int dim = is_v ? kDv : kD;
-        const bool leader = elect_one_sync();
-        if (leader) mbarrier_arrive_expect_tx(full, kN * dim * 2);
         fa4k::load_kv_block<kN, kBoxCols, kPaged>(sm.slot(ring.index), is_v ? tv : tk, full, dim, kv_head,
                                                   kPaged ? here.slot : w.seq.k_row0 + n * kN, kPaged ? here.page : w.seq.k_batch,
-                                                  piece, leader);
+                                                  piece, elect_one_sync());
         __syncwarp();
         if (is_v && clean) {
           wait(full, tail_phase, "v_tail");

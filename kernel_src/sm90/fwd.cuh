@@ -303,10 +303,8 @@ __device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Sm
     if (kPaged && j + 1 < w.blocks.n_blocks) next = fa4k::paged_piece<kN>(a, w.batch, top - (j + 1) * kN, log2, piece);
     const int row = kPaged ? here.slot : top - j * kN, batch = kPaged ? here.page : w.seq.k_batch;
     wait<true>(&b.k_empty[ring.index], ring.phase ^ 1);
-    if (leader) mbarrier_arrive_expect_tx(&b.k_full[ring.index], kN * kD * 2);
     fa4k::load_kv_block<kN, kBoxCols, kPaged>(sm.k(ring.index), tk, &b.k_full[ring.index], kD, kv_head, row, batch, piece, leader);
     wait<true>(&b.v_empty[ring.index], ring.phase ^ 1);
-    if (leader) mbarrier_arrive_expect_tx(&b.v_full[ring.index], kN * kDv * 2);
     fa4k::load_kv_block<kN, kBoxCols, kPaged>(sm.v(ring.index), tv, &b.v_full[ring.index], kDv, kv_head, row, batch, piece, leader);
     ring.advance();
     if (j == 0) {
