@@ -6,8 +6,10 @@ cache (pages of 16, 32, 64 and 256 keys in shuffled order; target: within 10% of
 The ragged batch: sequence lengths drawn from 100..8192 (seeded) summing to 16384 tokens, bf16, head_dim 128,
 16 heads, causal and not. The dense batch: b x s = 16384 tokens with s = sum(L_i^2) / 16384, so both do about
 the same FLOPs (4 * h * d * sum L_i^2, halved when causal; each side counts its own). Times: CUDA events
-around 5 calls after a warm-up, median of 10. Check: each ragged sequence's output against PyTorch's flash
-SDPA on that sequence alone (max abs diff), for the contiguous and every paged run.
+around 5 calls after a warm-up, median of 10; each paged/ragged ratio times the contiguous and the paged calls
+in alternation, so that a drift of the clocks over the run weighs on both alike. Check: each ragged
+sequence's output against PyTorch's flash SDPA on that sequence alone (max abs diff), for the contiguous and
+every paged run.
 
     FA4_LIB=build/libfa4rt.so python3 bench/bench_ragged.py [--seed N]
 """
@@ -39,19 +41,30 @@ def lengths(seed):
     return out
 
 
+def ms_of_5_calls(torch, fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 5
+
+
 def ms_per_call(torch, fn):
     for _ in range(3):
         fn()
-    times = []
-    for _ in range(10):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(5):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 5)
-    return statistics.median(times)
+    return statistics.median(ms_of_5_calls(torch, fn) for _ in range(10))
+
+
+def paired_ms_per_call(torch, fn_a, fn_b):
+    """ms_per_call of two functions measured in alternation (a, b, a, b, ...), so that a drift in clocks or
+    temperature over the run weighs on both alike."""
+    for _ in range(3):
+        fn_a()
+        fn_b()
+    pairs = [(ms_of_5_calls(torch, fn_a), ms_of_5_calls(torch, fn_b)) for _ in range(10)]
+    return statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs)
 
 
 def main():
@@ -125,9 +138,10 @@ def main():
         cells = ""
         for ps in page_sizes:
             k_pool, v_pool, kw = paged[ps]
-            paged_ms = ms_per_call(torch, lambda: attn.run(q, k_pool, v_pool, out=out, causal=causal, **kw))
+            contiguous_ms, paged_ms = paired_ms_per_call(torch, lambda: attn.run(q, k, v, out=out, causal=causal, **ragged_kw),
+                                                         lambda: attn.run(q, k_pool, v_pool, out=out, causal=causal, **kw))
             worst = max(worst, worst_error(k_pool, v_pool, kw))
-            cells += " %.1f | %.2f |" % (flops / paged_ms / 1e9, ragged_ms / paged_ms)
+            cells += " %.1f | %.2f |" % (flops / paged_ms / 1e9, contiguous_ms / paged_ms)
         print("| %s | %.1f | %.1f | %.2f |%s %s %.1e |" % ("yes" if causal else "no", ragged, dense, ragged / dense, cells,
                                                           "ok" if worst <= CHECK_TOL else "BAD", worst), flush=True)
     return 0

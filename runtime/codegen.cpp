@@ -120,6 +120,7 @@ std::string generate_preamble(const Plan& plan) {
     p.constant("int", "kTma" + t.tensor + "BoxCols", t.box_cols);
     p.constant("int", "kTma" + t.tensor + "BoxRows", t.box_rows);
     p.constant("int", "kTma" + t.tensor + "Swizzle", t.swizzle_bytes);
+    p.constant("int", "kTma" + t.tensor + "ColBoxes", t.col_boxes);
   }
   p.raw() << "}  // namespace fa4cfg\n";
   return p.str();

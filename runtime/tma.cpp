@@ -58,6 +58,9 @@ void check_tma_rules(const TmaTensor& t, const TmaBoxSpec& box) {
   } else if (box.box_heads != 1) {
     fail(t, "box_heads", "must be 1 for a 4-D map, got " + std::to_string(box.box_heads));
   }
+  if (box.col_boxes != 1 && (t.heads_per_group || box.col_boxes * box.box_cols != t.dim))
+    fail(t, "col_boxes", "must be 1, or head dim / box_cols (" + std::to_string(t.dim) + " / " + std::to_string(box.box_cols) +
+                             ") on a map without head groups, got " + std::to_string(box.col_boxes));
 }
 
 CUtensorMap make_tma_descriptor(const TmaTensor& t, const TmaBoxSpec& box) {
@@ -79,6 +82,14 @@ CUtensorMap make_tma_descriptor(const TmaTensor& t, const TmaBoxSpec& box) {
     const cuuint64_t d5[5] = {u64(t.dim), u64(g), u64(t.heads / g), u64(t.seq), u64(t.batch)};
     const cuuint64_t s5[4] = {g == 1 ? row_bytes : head_stride, group_stride, seq_stride, batch_stride};
     const cuuint32_t b5[5] = {u32(box.box_cols), u32(box.box_heads), 1, u32(box.box_rows), 1};
+    std::copy(d5, d5 + 5, dims);
+    std::copy(s5, s5 + 4, strides);
+    std::copy(b5, b5 + 5, box_dims);
+  } else if (box.col_boxes > 1) {  // the column boxes as a dimension of their own, outside the rows
+    rank = 5;
+    const cuuint64_t d5[5] = {u64(box.box_cols), u64(t.seq), u64(box.col_boxes), u64(t.heads), u64(t.batch)};
+    const cuuint64_t s5[4] = {seq_stride, u64(box.box_cols * kElementBytes), head_stride, batch_stride};
+    const cuuint32_t b5[5] = {u32(box.box_cols), u32(box.box_rows), u32(box.col_boxes), 1, 1};
     std::copy(d5, d5 + 5, dims);
     std::copy(s5, s5 + 4, strides);
     std::copy(b5, b5 + 5, box_dims);
@@ -108,7 +119,7 @@ int attention_maps(const Plan& plan, const Problem& problem, CUtensorMap* out) {
       if (b.tensor == name) {
         const bool kv = name == "K" || name == "V";
         return TmaBoxSpec{b.box_cols, kv && p.page_table ? fa4k::paged_piece_rows(b.box_rows, page_log2) : b.box_rows,
-                          b.swizzle_bytes, kv ? 1 : pack};
+                          b.swizzle_bytes, kv ? 1 : pack, b.col_boxes};
       }
     throw Error(ErrorCode::internal, "plan has no TMA box for " + name);
   };

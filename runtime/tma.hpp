@@ -30,6 +30,8 @@ struct TmaBoxSpec {
   int box_rows = 128;
   int swizzle_bytes = 128;  // 0 (none), 32, 64, 128
   int box_heads = 1;        // 5-D maps only: heads of the group per box
+  int col_boxes = 1;        // 4-D tensors only: > 1 (= dim / box_cols) makes a 5-D map {box col, seq, col box,
+                            // head, batch} whose one copy brings every column box of box_rows rows, box after box
 };
 
 // Checks every rule of cuTensorMapEncodeTiled (global address 16-B aligned, byte strides multiples of 16
@@ -43,7 +45,7 @@ CUtensorMap make_tma_descriptor(const TmaTensor& tensor, const TmaBoxSpec& box);
 
 struct Problem;
 // The four maps of the TMA kernels (sm90, sm100), in kernel-argument order q, k, v, o, from the Plan's
-// boxes: K and V as 4-D maps; Q and O as 5-D maps {dim, head in pack, head group, seq, batch}, so one box
+// boxes: K and V as 4-D maps (5-D when a box's col_boxes brings the whole row); Q and O as 5-D maps {dim, head in pack, head group, seq, batch}, so one box
 // holds box_rows / gqa_pack tokens of the pack's q heads (GQA packing). A ragged q/o (or k/v) is one batch of
 // total_q (total_k) rows; a paged cache num_pages batches of page_size rows, loaded in boxes of
 // fa4k::paged_piece_rows rows. Returns 4.

@@ -133,6 +133,8 @@ struct TmaBox {
   int box_cols = 0;       // elements along the contiguous head dimension
   int box_rows = 0;       // sequence rows
   int swizzle_bytes = 0;  // 0, 32, 64 or 128
+  int col_boxes = 1;      // column boxes one copy brings (1, or head dim / box_cols: the whole row width),
+                          // landing one after another, each box_rows x box_cols
 };
 
 struct FA4_API Plan {

@@ -94,6 +94,14 @@ FA4_LAYOUT_HD constexpr OperandStep mnmajor_step(Swizzle s, u32 k_rows, u32 k0) 
   return {tile_offset(s, k_rows, k0, 0), k_rows * swizzle_span(s), 8u * swizzle_span(s)};
 }
 
+// The same for a tile laid out in pieces of `piece` rows (a power of two dividing rows, or rows itself), each
+// piece its boxes one after another (a copy of whole rows, fa4k::load_kv_block): a K=16 step lies inside
+// one piece, whose boxes are piece * span apart. piece = rows gives mnmajor_step.
+FA4_LAYOUT_HD constexpr OperandStep pieced_mnmajor_step(Swizzle s, u32 rows, u32 cols, u32 piece, u32 k0) {
+  const u32 in_piece = piece == rows ? k0 : k0 & (piece - 1);
+  return {(k0 - in_piece) * cols * 2 + in_piece * swizzle_span(s), piece * swizzle_span(s), 8u * swizzle_span(s)};
+}
+
 // Descriptor address fields: bytes >> 4 in 14 bits (shared memory addresses are below 256 KiB).
 FA4_LAYOUT_HD constexpr u64 desc_encode(u32 bytes) { return (u64)((bytes & 0x3FFFFu) >> 4); }
 

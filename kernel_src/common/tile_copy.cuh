@@ -27,15 +27,19 @@ __device__ __forceinline__ void store_tile_rows(const char* tile, int rows, cons
 }
 
 // Zeroes rows [first, kRows) of a K/V tile of kRows rows and kCols 16-bit columns in boxes of kSpan-byte
-// rows (whole rows, so the swizzle does not matter), over `threads` threads from `thread` on.
+// rows (whole rows, so the swizzle does not matter), over `threads` threads from `thread` on. The tile is
+// laid out in pieces of `piece` rows (kRows, or a power of two dividing it), each piece box by box
+// (fa4k::load_kv_block with whole-row copies); piece = kRows: box by box, each box all the rows.
 template <int kRows, int kCols, int kSpan>
-__device__ __forceinline__ void zero_tile_rows(char* tile, int first, int thread, int threads) {
+__device__ __forceinline__ void zero_tile_rows(char* tile, int first, int thread, int threads, int piece = kRows) {
   constexpr int kChunks = kSpan / 16, kBoxes = kCols * 2 / kSpan;
   const int rows = kRows - first;
 #pragma unroll 1
   for (int i = thread; i < rows * kBoxes * kChunks; i += threads) {
     const int chunk = i % kChunks, row = first + i / kChunks % rows, box = i / (kChunks * rows);
-    *reinterpret_cast<uint4*>(tile + box * kRows * kSpan + row * kSpan + chunk * 16) = make_uint4(0, 0, 0, 0);
+    const int in_piece = piece == kRows ? row : row & (piece - 1);
+    *reinterpret_cast<uint4*>(tile + (row - in_piece) * kCols * 2 + box * piece * kSpan + in_piece * kSpan + chunk * 16) =
+        make_uint4(0, 0, 0, 0);
   }
 }
 

@@ -284,7 +284,8 @@ __device__ __forceinline__ int first_token(const Work& w) { return w.seq.q_row0 
 // ---- Producer and scheduler ----------------------------------------------------------------------------
 // The producer loads K and V of each announced tile's blocks into the rings (K first: S needs it first), and
 // the tile's Q after the first block's K and V, so they load while the previous tile's O store still holds a
-// Q buffer it shares. One thread issues the copies; a paged block's pieces, lane p piece p.
+// Q buffer it shares. One thread issues the copies (K a column box a copy, V a whole row width: its slot is
+// laid out piece by piece); a paged block's pieces, lane p piece p.
 
 static_assert(kSpan == kBoxCols * 2, "a TMA box's row is one swizzle span (fa4k::load_kv_block)");
 
@@ -303,9 +304,9 @@ __device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Sm
     if (kPaged && j + 1 < w.blocks.n_blocks) next = fa4k::paged_piece<kN>(a, w.batch, top - (j + 1) * kN, log2, piece);
     const int row = kPaged ? here.slot : top - j * kN, batch = kPaged ? here.page : w.seq.k_batch;
     wait<true>(&b.k_empty[ring.index], ring.phase ^ 1);
-    fa4k::load_kv_block<kN, kBoxCols, kPaged>(sm.k(ring.index), tk, &b.k_full[ring.index], kD, kv_head, row, batch, piece, leader);
+    fa4k::load_kv_block<kN, kBoxCols, 1, kPaged>(sm.k(ring.index), tk, &b.k_full[ring.index], kD, kv_head, row, batch, piece, leader);
     wait<true>(&b.v_empty[ring.index], ring.phase ^ 1);
-    fa4k::load_kv_block<kN, kBoxCols, kPaged>(sm.v(ring.index), tv, &b.v_full[ring.index], kDv, kv_head, row, batch, piece, leader);
+    fa4k::load_kv_block<kN, kBoxCols, kTmaVColBoxes, kPaged>(sm.v(ring.index), tv, &b.v_full[ring.index], kDv, kv_head, row, batch, piece, leader);
     ring.advance();
     if (j == 0) {
       wait<true>(&b.q_empty, tile_phase ^ 1);
@@ -399,13 +400,15 @@ __device__ __forceinline__ void issue_qk(float (&s)[kN / 2], const char* q_tile,
   }
 }
 
-// O (64 x kDv) (+)= P V: P from registers (the S fragment of 16 keys per step), V MN-major (dv contiguous).
+// O (64 x kDv) (+)= P V: P from registers (the S fragment of 16 keys per step), V MN-major (dv contiguous),
+// its slot laid out in pieces of v_piece keys (kN unless paged: fa4k::load_kv_block, one copy a piece).
+static_assert(kTmaVColBoxes == kDv / kBoxCols, "V loads whole rows a copy (the Plan's col_boxes)");
 __device__ __forceinline__ void issue_pv(float (&o)[kDv / 2], const u32 (&p)[kN / 16][4], const char* v_tile,
-                                         bool accumulate) {
+                                         bool accumulate, int v_piece) {
   const u32 v_base = opaque(smem_u32(v_tile));
 #pragma unroll
   for (int kk = 0; kk < kN / 16; ++kk) {
-    const OperandStep vb = mnmajor_step(kSwizzle, kN, kk * 16);
+    const OperandStep vb = pieced_mnmajor_step(kSwizzle, kN, kDv, kPaged ? v_piece : kN, kk * 16);
     PvMma::rs(o, p[kk], make_wgmma_desc(v_base + vb.start, vb.lbo, vb.sbo, kSwizzle), accumulate || kk > 0 ? 1u : 0u);
   }
 }
@@ -511,13 +514,13 @@ __device__ __forceinline__ void fence_operands(float (&o)[kDv / 2], u32 (&p)[kN 
 // are masked, so P is 0 there, but 0 * NaN is NaN: before the block's PV, consumer 0 zeroes those V rows
 // (whole swizzled rows, every box) and both consumers meet (outside the turns, so neither waits on the
 // other's turn).
-__device__ __forceinline__ void clean_v_tail(char* v_tile, const Work& w, int wg) {
+__device__ __forceinline__ void clean_v_tail(char* v_tile, const Work& w, int wg, int v_piece) {
   if constexpr (kVarlen || kPaged) {
     int valid = w.seq.seqlen_k - w.blocks.n_first * kN;  // rows of the top block inside the sequence
     if (valid >= kN) return;
     valid = valid > 0 ? valid : 0;  // (lengths that break their rules must not write outside the slot)
     if (wg == 0) {
-      fa4k::zero_tile_rows<kN, kDv, kSpan>(v_tile, valid, threadIdx.x % 128, 128);
+      fa4k::zero_tile_rows<kN, kDv, kSpan>(v_tile, valid, threadIdx.x % 128, 128, kPaged ? v_piece : kN);
       fence_proxy_async_shared();  // the zeros are visible to the wgmmas (async proxy)
     }
     named_barrier_sync(kTailBarrier, kConsumerThreads);
@@ -537,6 +540,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
   Ring ring;
   TileFeed feed;
   u32 tile_phase = 0;
+  const int v_piece = kPaged ? fa4k::paged_piece_rows(kN, a.page_size_log2) : kN;  // V slots' layout
   if (wg == 1) pass_turn(wg);
   for (Work w = feed.next(b); w.m_block >= 0; w = feed.next(b), tile_phase ^= 1) {
     // Keys row r may see: first[r] <= c < limit[r] (bottom-right causal and window alignment, the seqlen_k
@@ -578,13 +582,13 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
       // them when a spin loop sits between fence and issue).
       wait<false>(&b.k_full[ring.index], ring.phase);
       wait<false>(&b.v_full[v_pos.index], v_pos.phase);
-      if (j == 1) clean_v_tail(sm.v(v_pos.index), w, wg);
+      if (j == 1) clean_v_tail(sm.v(v_pos.index), w, wg, v_piece);
       take_turn(wg);
       fence_registers(s);
       fence_operands(o, p);
       issue_qk(s, sm.q(), sm.k(ring.index), wg);
       wgmma_commit();
-      issue_pv(o, p, sm.v(v_pos.index), j > 1);
+      issue_pv(o, p, sm.v(v_pos.index), j > 1, v_piece);
       wgmma_commit();
       pass_turn(wg);
       wgmma_wait<1>();  // S_j is complete; PV_(j-1) may still run
@@ -603,9 +607,9 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     }
     // The last block's PV.
     wait<false>(&b.v_full[v_pos.index], v_pos.phase);
-    if (w.blocks.n_blocks == 1) clean_v_tail(sm.v(v_pos.index), w, wg);
+    if (w.blocks.n_blocks == 1) clean_v_tail(sm.v(v_pos.index), w, wg, v_piece);
     fence_operands(o, p);
-    issue_pv(o, p, sm.v(v_pos.index), w.blocks.n_blocks > 1);
+    issue_pv(o, p, sm.v(v_pos.index), w.blocks.n_blocks > 1, v_piece);
     wgmma_commit();
     wgmma_wait<0>();
     fence_registers(o);

@@ -257,6 +257,42 @@ TEST(Sm100Descriptors, DescriptorsOfTmaTilesAddressEveryElement) {
         for (u32 k : {16u, 64u, 128u, 256u}) check_tile_walk(sw, mn_major, mn, k);
 }
 
+// The same walk over an MN-major tile that whole-row copies laid out piece by piece (pieced_mnmajor_step:
+// the sm90 kernel's V slots, paged in pieces of `piece` keys): piece p holds K rows [p * piece, (p + 1) *
+// piece), its boxes one after another.
+void check_pieced_walk(Swizzle sw, u32 mn_extent, u32 k_extent, u32 piece) {
+  const u32 span = swizzle_span(sw), width = span / 2, boxes = mn_extent / width;
+  const u32 base = 8 * span * 4;
+  std::vector<uint32_t> smem(base + k_extent * mn_extent * 2, 0xFFFFFFFFu);
+  for (u32 r = 0; r < k_extent; ++r)
+    for (u32 j = 0; j < boxes; ++j)
+      for (u32 e = 0; e < width; ++e)
+        smem.at(base + (r / piece) * piece * mn_extent * 2 + j * piece * span + tma_box_offset(r % piece, 2 * e, span, sw)) =
+            (j * width + e) * 1000 + r;
+  for (u32 s = 0; s < k_extent / 16; ++s) {
+    const OperandStep st = pieced_mnmajor_step(sw, k_extent, mn_extent, piece, 16 * s);
+    SmemDesc d{};
+    ASSERT_EQ(decode_smem_desc(make_smem_desc(base + st.start, st.lbo, st.sbo, sw), d), DescError::ok);
+    for (u32 mn = 0; mn < mn_extent; ++mn)
+      for (u32 k = 0; k < 16; ++k)
+        ASSERT_EQ(smem.at(operand_address(d, Major::MN, mn, k)), mn * 1000 + 16 * s + k)
+            << "span " << span << " " << mn_extent << "x" << k_extent << " piece " << piece << " step " << s;
+  }
+}
+
+TEST(Sm100Descriptors, PiecedDescriptorsAddressEveryElement) {
+  for (Swizzle sw : {Swizzle::b128, Swizzle::b64})
+    for (u32 mn : {64u, 128u, 256u})
+      for (u32 k : {80u, 128u, 160u, 192u}) {
+        for (u32 piece = 16; piece < k && k % piece == 0; piece *= 2) check_pieced_walk(sw, mn, k, piece);
+        check_pieced_walk(sw, mn, k, k);
+        for (u32 s = 0; s < k / 16; ++s) {  // a single piece is the box-by-box tile
+          EXPECT_EQ(pieced_mnmajor_step(sw, k, mn, k, 16 * s).start, mnmajor_step(sw, k, 16 * s).start);
+          EXPECT_EQ(pieced_mnmajor_step(sw, k, mn, k, 16 * s).lbo, mnmajor_step(sw, k, 16 * s).lbo);
+        }
+      }
+}
+
 TEST(Sm100Descriptors, TmemAddressesAndAccumulatorLanes) {
   EXPECT_EQ(tmem_addr(96, 300), (96u << 16) | 300u);
   EXPECT_EQ(tmem_lane(tmem_addr(96, 300)), 96u);

@@ -39,6 +39,15 @@ TEST(TmaRules, AcceptsTheAttentionBoxes) {
   EXPECT_NO_THROW(check_tma_rules(valid_tensor(), {128, 64, 0}));
 }
 
+TEST(TmaRules, ColumnBoxesCoverTheWholeRow) {
+  EXPECT_NO_THROW(check_tma_rules(valid_tensor(), {64, 16, 128, 1, 2}));
+  expect_rule(valid_tensor(), {64, 16, 128, 1, 3}, "col_boxes must be 1, or head dim / box_cols (128 / 64)");
+  expect_rule(valid_tensor(), {32, 16, 64, 1, 2}, "col_boxes must be 1, or head dim / box_cols (128 / 32)");
+  TmaTensor grouped = valid_tensor();
+  grouped.heads_per_group = 4;
+  expect_rule(grouped, {64, 16, 128, 1, 2}, "on a map without head groups");
+}
+
 TEST(TmaRules, MisalignedAddress) {
   TmaTensor t = valid_tensor();
   t.ptr = reinterpret_cast<const void*>(0x10000008);

@@ -570,9 +570,11 @@ std::vector<ServingCase> sm90_serving_cases() {
                         {1000, 3, 2500, 129, 0, 700, 128, 1, 257}, {1000, 3, 2000, 300, 50, 700, 128, 4100, 0}),
         slack_cases("sm90")})
     cases.insert(cases.end(), family.begin(), family.end());
-  // Paged: pages a quarter of a 128-key block, one block, two blocks; 16-key pieces of an 80-key block
-  // (d256); 64-key pieces of 192-key blocks across 256-key pages (d64 full).
-  const std::vector<ServingCase> paged = paged_cases("sm90", {{128, 32}, {128, 128}, {128, 256}, {256, 16}, {64, 256}});
+  // Paged (d128 blocks: 128 keys causal, 160 full): pages of 16 (ten pieces of a full block), 32, 64 (32-key
+  // pieces of 160-key blocks, blocks across pages), one and two causal blocks; 16-key pieces of an 80-key
+  // block (d256); 64-key pieces of 192-key blocks across 256-key pages (d64 full).
+  const std::vector<ServingCase> paged =
+      paged_cases("sm90", {{128, 16}, {128, 32}, {128, 64}, {128, 128}, {128, 256}, {256, 16}, {64, 256}});
   cases.insert(cases.end(), paged.begin(), paged.end());
   for (ServingCase& c : cases) c.backend = Backend::sm90;
   return cases;

@@ -74,8 +74,9 @@ void smem_map(std::ostringstream& out, const Plan& p) {
     out << "  " << std::left << std::setw(9) << b.name << " @" << std::setw(7) << b.offset << std::setw(7) << b.bytes << " B  "
         << b.contents << "\n";
   for (const TmaBox& t : p.tma)
-    out << "  TMA " << t.tensor << ": box " << t.box_rows << " rows x " << t.box_cols << " columns, " << t.swizzle_bytes
-        << "B swizzle\n";
+    out << "  TMA " << t.tensor << ": box " << t.box_rows << " rows x " << t.box_cols << " columns"
+        << (t.col_boxes > 1 ? " x " + std::to_string(t.col_boxes) + " column boxes a copy" : std::string()) << ", "
+        << t.swizzle_bytes << "B swizzle\n";
 }
 
 void roles(std::ostringstream& out, const Plan& p) {

@@ -25,14 +25,18 @@ int round_up(int x, int to) { return (x + to - 1) / to * to; }
 // (dv/2) at once and two stages of K and V fit beside Q, and where possible O's own buffer too (then the
 // next tile's Q loads while O is stored); causal tiles use 128 for d <= 128, so fewer keys of the diagonal
 // blocks are masked away.
-// A paged cache takes a power of two at most that (so a page of at least tile_n keys holds whole blocks,
-// and smaller pages split every block into equal pieces: fa4k::paged_piece_rows).
+// A paged block loads in pieces of fa4k::paged_piece_rows keys (the page, at most the largest power of two
+// dividing the width), one TMA copy a lane. Pieces of 32 or more rows fill the ring as fast as whole blocks
+// (tools/tma_page_probe.cu, from HBM: 4405 GB/s in pieces of 32, 4360 in blocks of 128), so a paged cache
+// keeps the width when it is a multiple of 32 (160, 192) and narrows to the power of two below it otherwise
+// (112 and 80 would load in pieces of 16).
 int tile_n(int head_dim, bool causal, bool paged) {
   const int n = head_dim <= 64 ? (causal ? 128 : 192) : head_dim <= 96 ? 128 : head_dim <= 128 ? (causal ? 128 : 160)
                 : head_dim <= 192 ? 112 : 80;
+  if (!paged || n % 32 == 0) return n;
   int pow2 = 1;
-  while (paged && pow2 * 2 <= n) pow2 *= 2;
-  return paged ? pow2 : n;
+  while (pow2 * 2 <= n) pow2 *= 2;
+  return pow2;
 }
 
 int gqa_pack(int q_heads_per_kv) { return q_heads_per_kv > 1 && kTileM % q_heads_per_kv == 0 ? q_heads_per_kv : 1; }
@@ -137,8 +141,8 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
        "its rows of O normalised into shared memory"},
       {"Consumer1", 4, 4, kConsumerRegs, "rows 64-127, the same"},
       {"Producer", 8, 1, kProducerRegs,
-       "one thread issues the TMA loads of the K and V rings and Q (paged: lane p looks up and loads piece p of "
-       "each block)"},
+       "one thread issues the TMA loads of the K and V rings and Q, K a column box a copy, V every box of its rows "
+       "in one (paged: lane p looks up and loads piece p of each block)"},
       {"Storer", 9, 1, kProducerRegs,
        "one thread issues the TMA store of O once both consumers staged their rows (the warp copies the rows of a "
        "ragged sequence's last tile)"},
@@ -161,7 +165,8 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   p.tma = {
       {"Q", box_cols, kTileM / key.gqa_pack, swizzle},
       {"K", box_cols, n, swizzle},
-      {"V", box_cols, n, swizzle},
+      // One copy brings a V piece's every column box: a paged block of pages of 16 goes in half the copies.
+      {"V", box_cols, n, swizzle, dv / box_cols},
       {"O", box_cols, kTileM / key.gqa_pack, swizzle},
   };
   p.risks = {
@@ -175,8 +180,9 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
       "Ragged batches: the scheduler warp finds each tile's sequence by reading cu_seqlens_q 32 sequences at a time; "
       "run() never reads them, so lengths that break their rules (decreasing, past total_q) are not caught.",
       "Paged KV: a K/V block loads in pieces inside one page (fa4k::paged_piece_rows: pages of 16 give 16-key "
-      "pieces, so 8 TMA copies per box of a 128-key block); page indices are not checked on the device (one "
-      "outside the cache loads zeros).",
+      "pieces, so K takes 8 TMA copies per column box of a 128-key block and V 8 in all, a lane each; V's slot is "
+      "then laid out piece by piece, which its PV descriptors follow); page indices are not checked on the device "
+      "(one outside the cache loads zeros).",
       "Fallback: head dims other than (64,64), (96,96), (128,128), (256,256), (192,128), decode-sized sequences "
       "and split-KV use the portable kernels.",
   };
