@@ -161,7 +161,8 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
   __syncthreads();               // ... and every thread's
 
   float o[1][kOTiles][4];
-  float row_max[1][2] = {{neg_inf(), neg_inf()}};
+  float row_max[1][2];
+  init_row_max(row_max, args.scale_log2);
   float row_sum[1][2] = {{0.f, 0.f}};
 #pragma unroll
   for (int ot = 0; ot < kOTiles; ++ot)

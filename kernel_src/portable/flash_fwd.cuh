@@ -289,11 +289,9 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_f
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[mt][ot][e] = 0.f;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      row_max[mt][h] = neg_inf();
-      row_sum[mt][h] = 0.f;
-    }
+    for (int h = 0; h < 2; ++h) row_sum[mt][h] = 0.f;
   }
+  init_row_max(row_max, args.scale_log2);
 
   const int warp_row0 = row0 + warp * kRowsPerWarp;
   int stage = 0;

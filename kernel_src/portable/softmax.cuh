@@ -44,6 +44,18 @@ __device__ __forceinline__ void softcap_block(float (&s)[M][N][4], float softcap
 
 using fa4k::add_sink;
 
+// A row's starting max: -inf, or with softcap's fixed bias (bf16, a modest cap: common/math.cuh) the fixed
+// max, which softmax_block then never raises.
+__device__ __forceinline__ bool softcap_fixed(float scale_log2) {
+  return fa4k::softcap_bias_fixed(fa4cfg::kSoftcap, fa4cfg::kBf16, scale_log2);
+}
+template <int M>
+__device__ __forceinline__ void init_row_max(float (&row_max)[M][2], float scale_log2) {
+  const float start = softcap_fixed(scale_log2) ? fa4k::softcap_fixed_max(scale_log2) : neg_inf();
+#pragma unroll
+  for (int mt = 0; mt < M; ++mt) row_max[mt][0] = row_max[mt][1] = start;
+}
+
 // Online softmax over one block, ending in P packed to 16-bit pairs. Row statistics: row_max is the raw
 // (unscaled) max the probabilities are taken against, row_sum the thread's partial sum of its columns
 // (summed over the quad at the end).
@@ -55,21 +67,25 @@ using fa4k::add_sink;
 // P[mt][nt][h] holds row g + 8h, columns 2q, 2q+1 of n8 tile nt: the S accumulators of tiles 2kk and
 // 2kk+1 are exactly the A fragment of PV k16 step kk, so P never touches smem. Summing and packing right
 // after exp2 lets every fp32 probability die at once (fewer registers).
+// With softcap_fixed the max stays the fixed one init_row_max set: no block max, no rescale.
 template <int M, int N, int O>
 __device__ __forceinline__ void softmax_block(float (&s)[M][N][4], u32 (&p)[M][N][2],
                                               float (&o)[M][O][4], float (&row_max)[M][2],
                                               float (&row_sum)[M][2], float scale_log2) {
   float rescale[M][2];
   bool any_rescale = false;
+  const bool fixed = softcap_fixed(scale_log2);
 #pragma unroll
   for (int mt = 0; mt < M; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float block_max = neg_inf();
+      float block_max = fixed ? row_max[mt][h] : neg_inf();
+      if (!fixed) {
 #pragma unroll
-      for (int nt = 0; nt < N; ++nt) block_max = fmaxf(block_max, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
-      block_max = fmaxf(block_max, shfl_xor(block_max, 1));  // the 4 threads of a quad share a row
-      block_max = fmaxf(block_max, shfl_xor(block_max, 2));
+        for (int nt = 0; nt < N; ++nt) block_max = fmaxf(block_max, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+        block_max = fmaxf(block_max, shfl_xor(block_max, 1));  // the 4 threads of a quad share a row
+        block_max = fmaxf(block_max, shfl_xor(block_max, 2));
+      }
       const float old_max = row_max[mt][h];
       // True when the first visible keys arrive (old_max = -inf); false while both are -inf (NaN).
       const bool raise = (block_max - old_max) * scale_log2 > static_cast<float>(fa4cfg::kRescaleThresholdLog2);

@@ -424,9 +424,15 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// Softcap with bf16 P and a modest cap: a fixed max, no running one (common/math.cuh).
+__device__ __forceinline__ bool softcap_bias_fixed(const fa4k::AttentionArgs& a) {
+  return fa4k::softcap_bias_fixed(kSoftcap, kBf16, a.scale_log2);
+}
+
 // Online softmax of one block: softcaps the scores (kSoftcap), masks keys outside [first[r], limit[r]) (when `masked`),
 // updates the row max m and the thread's partial row sum l, leaves exp2(S * scale_log2 - m * scale_log2) in
-// s and the factor the previous O must be multiplied by in scale.
+// s and the factor the previous O must be multiplied by in scale. With softcap_bias_fixed, m stays at the
+// fixed bias (the consumer sets it per tile) and scale at 1.
 __device__ __forceinline__ void softmax_block(float (&s)[kN / 2], float (&m)[2], float (&l)[2], float (&scale)[2],
                                               bool masked, int key0, const int (&first)[2], const int (&limit)[2],
                                               const fa4k::AttentionArgs& a) {
@@ -448,21 +454,26 @@ __device__ __forceinline__ void softmax_block(float (&s)[kN / 2], float (&m)[2],
   // Max and sum over a row's kN / 4 values in four independent chains (one chain is latency-bound).
   constexpr int kChains = 4;
   static_assert((kN / 4) % kChains == 0, "a row's values split evenly over the chains");
+  const bool fixed = softcap_bias_fixed(a);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float chain[kChains];
+    float bias = m[r] * scale_log2;
+    scale[r] = 1.f;
+    if (!fixed) {
 #pragma unroll
-    for (int c = 0; c < kChains; ++c) chain[c] = s[4 * (c / 2) + 2 * r + c % 2];
+      for (int c = 0; c < kChains; ++c) chain[c] = s[4 * (c / 2) + 2 * r + c % 2];
 #pragma unroll
-    for (int i = kChains; i < kN / 4; ++i) chain[i % kChains] = fmaxf(chain[i % kChains], s[4 * (i / 2) + 2 * r + i % 2]);
-    const float block_max = fmaxf(fmaxf(chain[0], chain[1]), fmaxf(chain[2], chain[3]));
-    // Lazy rescale: keep the old max while the new one exceeds it by at most 2^threshold in exp2 units (P
-    // then stays below 2^threshold); a row's first keys (m = -inf) always take the new max.
-    float new_max = fmaxf(m[r], quad_max(block_max));
-    if ((m[r] - new_max) * scale_log2 >= -kRescaleThresholdLog2) new_max = m[r];
-    const float bias = new_max == FA4_NEG_INF ? 0.f : new_max * scale_log2;  // a row that has seen no key yet
-    scale[r] = new_max == m[r] ? 1.f : exp2_approx(fmaf(m[r], scale_log2, -bias));  // 0 when m was -inf
-    m[r] = new_max;
+      for (int i = kChains; i < kN / 4; ++i) chain[i % kChains] = fmaxf(chain[i % kChains], s[4 * (i / 2) + 2 * r + i % 2]);
+      const float block_max = fmaxf(fmaxf(chain[0], chain[1]), fmaxf(chain[2], chain[3]));
+      // Lazy rescale: keep the old max while the new one exceeds it by at most 2^threshold in exp2 units (P
+      // then stays below 2^threshold); a row's first keys (m = -inf) always take the new max.
+      float new_max = fmaxf(m[r], quad_max(block_max));
+      if ((m[r] - new_max) * scale_log2 >= -kRescaleThresholdLog2) new_max = m[r];
+      bias = new_max == FA4_NEG_INF ? 0.f : new_max * scale_log2;  // a row that has seen no key yet
+      scale[r] = new_max == m[r] ? 1.f : exp2_approx(fmaf(m[r], scale_log2, -bias));  // 0 when m was -inf
+      m[r] = new_max;
+    }
 #pragma unroll
     for (int c = 0; c < kChains; ++c) chain[c] = 0.f;
 #pragma unroll
@@ -557,6 +568,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     }
     const int low_masked_from = w.blocks.n_blocks - w.blocks.n_masked_low;
     float o[kDv / 2], s[kN / 2], m[2] = {FA4_NEG_INF, FA4_NEG_INF}, l[2] = {0.f, 0.f}, scale[2];
+    if (softcap_bias_fixed(a)) m[0] = m[1] = fa4k::softcap_fixed_max(a.scale_log2);
     u32 p[kN / 16][4];
 #pragma unroll
     for (int i = 0; i < kDv / 2; ++i) o[i] = 0.f;

@@ -434,6 +434,18 @@ std::vector<ServingCase> serving_cases() {
     c.seqlens_q = {200, 1, 3};
     c.seqlens_k = {300, 2000, 5000};
     add(c);
+    // The sm90 kernel's two softcap softmaxes: a fixed bias (bf16, cap up to 62: 60 sits near that bound,
+    // where the smallest P is 2^-109) and the running max (a cap of 100; fp16 P).
+    c.name = "softcap_near_bound" + m;
+    c.softcap = 60, c.q_scale = 128;
+    add(c);
+    c.name = "softcap_large_cap" + m;
+    c.softcap = 100;
+    add(c);
+    c.name = "softcap_fp16" + m;
+    c.dtype = DType::fp16, c.softcap = 30, c.q_scale = 64;
+    add(c);
+    c.dtype = DType::bf16;
     c.name = "softcap_decode" + m;
     c.heads_q = 16, c.heads_kv = 2, c.softcap = 5, c.num_splits = 0, c.workspace = true;
     c.seqlens_q = {1, 2};
