@@ -584,9 +584,10 @@ std::vector<ServingCase> sm90_serving_cases() {
     cases.insert(cases.end(), family.begin(), family.end());
   // Paged (d128 blocks: 128 keys causal, 160 full): pages of 16 (ten pieces of a full block), 32, 64 (32-key
   // pieces of 160-key blocks, blocks across pages), one and two causal blocks; 16-key pieces of an 80-key
-  // block (d256); 64-key pieces of 192-key blocks across 256-key pages (d64 full).
+  // block (d256); 64-key pieces of 192-key blocks across 256-key pages (d64 full); d96's three 64B-swizzled
+  // column boxes a V piece.
   const std::vector<ServingCase> paged =
-      paged_cases("sm90", {{128, 16}, {128, 32}, {128, 64}, {128, 128}, {128, 256}, {256, 16}, {64, 256}});
+      paged_cases("sm90", {{128, 16}, {128, 32}, {128, 64}, {128, 128}, {128, 256}, {256, 16}, {64, 256}, {96, 32}});
   cases.insert(cases.end(), paged.begin(), paged.end());
   for (ServingCase& c : cases) c.backend = Backend::sm90;
   return cases;
