@@ -45,10 +45,10 @@ CUtensorMap make_tma_descriptor(const TmaTensor& tensor, const TmaBoxSpec& box);
 
 struct Problem;
 // The four maps of the TMA kernels (sm90, sm100), in kernel-argument order q, k, v, o, from the Plan's
-// boxes: K and V as 4-D maps (5-D when a box's col_boxes brings the whole row); Q and O as 5-D maps {dim, head in pack, head group, seq, batch}, so one box
-// holds box_rows / gqa_pack tokens of the pack's q heads (GQA packing). A ragged q/o (or k/v) is one batch of
-// total_q (total_k) rows; a paged cache num_pages batches of page_size rows, loaded in boxes of
-// fa4k::paged_piece_rows rows. Returns 4.
+// boxes: K and V as 4-D maps (5-D when a box's col_boxes brings the whole row); Q and O as 5-D maps {dim,
+// head in pack, head group, seq, batch}, so one box holds box_rows / gqa_pack tokens of the pack's q heads
+// (GQA packing). A ragged q/o (or k/v) is one batch of total_q (total_k) rows; a paged cache num_pages
+// batches of page_size rows, loaded in boxes of fa4k::paged_piece_rows rows. Returns 4.
 int attention_maps(const Plan& plan, const Problem& problem, CUtensorMap* out);
 
 }  // namespace fa4::detail

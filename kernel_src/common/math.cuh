@@ -37,13 +37,14 @@ __device__ __forceinline__ float softcap_tanh(float s, float softcap_scale) {
 // Softcap's fixed bias: a capped score lies in [-cap, cap], so with bf16 P (fp32's exponent range) and a cap
 // of at most kSoftcapBoundLog2 / log2(e) (about 62) the softmax needs no running max. Against a fixed max
 // of cap - kSoftcapShiftLog2 (in exp2 units; in tanh units the value softcap_fixed_max returns) every
-// exponent lies in [64 - 180, 64]: no P overflows bf16 or underflows fp32, and O and the row sum stay far
-// below fp32's limit (2^64 x 2^31 keys x |V|). That drops the block max, its shuffles and O's rescale from
-// the softmax, which the tanh's MUFU operation has made the critical path. fp16 P (2^-24 to 2^16) and
-// larger caps keep the running max. `scale_log2` is AttentionArgs::scale_log2 (cap * log2(e) with softcap).
-constexpr float kSoftcapShiftLog2 = 64.f, kSoftcapBoundLog2 = 90.f;
+// exponent lies in [80 - 180, 80]: a P times any |V| >= 2^-24 stays a normal fp32 number, and O stays below
+// 2^80 x 2^31 keys x 2^16 = 2^127. That drops the block max, its shuffles and O's rescale from the softmax,
+// which the tanh's MUFU operation has made the critical path. fp16 P (2^-24 to 2^16), caps above the bound
+// and caps below 1 / log2(e) (where the fixed max's 80 / scale_log2 could overflow) keep the running max.
+// `scale_log2` is AttentionArgs::scale_log2 (cap * log2(e) with softcap).
+constexpr float kSoftcapShiftLog2 = 80.f, kSoftcapBoundLog2 = 90.f;
 __device__ __forceinline__ bool softcap_bias_fixed(bool softcap, bool bf16, float scale_log2) {
-  return softcap && bf16 && scale_log2 <= kSoftcapBoundLog2;
+  return softcap && bf16 && scale_log2 >= 1.f && scale_log2 <= kSoftcapBoundLog2;
 }
 __device__ __forceinline__ float softcap_fixed_max(float scale_log2) { return 1.f - kSoftcapShiftLog2 / scale_log2; }
 

@@ -1,6 +1,6 @@
 // K/V blocks of the TMA kernels (sm90, sm100) into their rings: dense or ragged in one piece; paged in
 // pieces of paged_piece_rows(kTileN, page_size_log2) keys (common/params.h), each inside one page, one TMA
-// box per piece and column box. Device code only.
+// copy per piece and column box, or per piece (load_kv_block's kColBoxes). Device code only.
 #pragma once
 
 #include "common/params.h"

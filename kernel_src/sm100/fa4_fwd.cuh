@@ -248,6 +248,7 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
         u64* full = &b.kv_full[ring.index];
         if (is_v && clean) full = sm.v_tail();
         const int dim = is_v ? kDv : kD;
+        static_assert(kTmaVColBoxes == 1 && kTmaKColBoxes == 1, "the UMMA operands want K and V box by box");
         fa4k::load_kv_block<kN, kBoxCols, 1, kPaged>(sm.slot(ring.index), is_v ? tv : tk, full, dim, kv_head,
                                                   kPaged ? here.slot : w.seq.k_row0 + n * kN, kPaged ? here.page : w.seq.k_batch,
                                                   piece, elect_one_sync());
