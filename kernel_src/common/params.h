@@ -147,6 +147,20 @@ FA4_PARAMS_HD long long lse_offset(const AttentionArgs& a, int batch, int head, 
                         : (static_cast<long long>(batch) * a.heads_q + head) * a.seqlen_q + token;
 }
 
+// Softcap's fixed bias: a capped score lies in [-cap, cap], so with bf16 P (fp32's exponent range) and a cap
+// of at most kSoftcapBoundLog2 / log2(e) (about 62) the softmax needs no running max. Against a fixed max
+// of cap - kSoftcapShiftLog2 (in exp2 units; in tanh units the value softcap_fixed_max returns) every
+// exponent lies in [80 - 180, 80]: a P times any |V| >= 2^-24 stays a normal fp32 number, and O stays below
+// 2^80 x 2^31 keys x 2^16 = 2^127. That drops the block max, its shuffles and O's rescale from the softmax,
+// which the tanh's MUFU operation has made the critical path. fp16 P (2^-24 to 2^16), caps above the bound
+// and caps below 1 / log2(e) (where the fixed max's 80 / scale_log2 could overflow) keep the running max.
+// `scale_log2` is AttentionArgs::scale_log2 (cap * log2(e) with softcap).
+constexpr float kSoftcapShiftLog2 = 80.f, kSoftcapBoundLog2 = 90.f;
+FA4_PARAMS_HD bool softcap_bias_fixed(bool softcap, bool bf16, float scale_log2) {
+  return softcap && bf16 && scale_log2 >= 1.f && scale_log2 <= kSoftcapBoundLog2;
+}
+FA4_PARAMS_HD float softcap_fixed_max(float scale_log2) { return 1.f - kSoftcapShiftLog2 / scale_log2; }
+
 // A paged K/V block of the TMA kernels (sm90, sm100) loads in pieces of this many keys, each inside one page: the
 // page size, at most the largest power of two dividing the block's tile_n keys. The host builds the K and V
 // maps with boxes of this many rows.

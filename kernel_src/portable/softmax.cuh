@@ -44,7 +44,7 @@ __device__ __forceinline__ void softcap_block(float (&s)[M][N][4], float softcap
 
 using fa4k::add_sink;
 
-// A row's starting max: -inf, or with softcap's fixed bias (bf16, a modest cap: common/math.cuh) the fixed
+// A row's starting max: -inf, or with softcap's fixed bias (bf16, a modest cap: common/params.h) the fixed
 // max, which softmax_block then never raises.
 __device__ __forceinline__ bool softcap_fixed(float scale_log2) {
   return fa4k::softcap_bias_fixed(fa4cfg::kSoftcap, fa4cfg::kBf16, scale_log2);

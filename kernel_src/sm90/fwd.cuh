@@ -424,7 +424,7 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// Softcap with bf16 P and a modest cap: a fixed max, no running one (common/math.cuh).
+// Softcap with bf16 P and a modest cap: a fixed max, no running one (common/params.h).
 __device__ __forceinline__ bool softcap_bias_fixed(const fa4k::AttentionArgs& a) {
   return fa4k::softcap_bias_fixed(kSoftcap, kBf16, a.scale_log2);
 }
