@@ -4,9 +4,11 @@
 # failing does not stop the rest) and time-limited; logs and results are collected under $OUT.
 #
 #   tools/gpu_session.sh [STAGE...]      stages (run in this order): info tests selftest oracle serving probe
-#                                        overhead decode decode-peers attention compile (probe, not in all: the
-#                                        paged-load probe, build-probe/tma_page_probe built with nvcc beside the
-#                                        build, see tools/tma_page_probe.cu); groups: all (default), bench =
+#                                        variants overhead decode decode-peers attention compile (probe and
+#                                        variants, not in all: the paged-load probe, build-probe/tma_page_probe
+#                                        built with nvcc beside the build, see tools/tma_page_probe.cu; the
+#                                        variants bench on the automatic and the portable backend and the
+#                                        ragged/paged bench at seeds 1 and 2); groups: all (default), bench =
 #                                        overhead decode decode-peers attention compile
 # Environment:
 #   OUT                    where results go (default ./gpu-out); at most 8 files come back from there:
@@ -45,8 +47,8 @@ for arg in "$@"; do
   case "$arg" in
     all) selected="$selected $ALL_STAGES" ;;
     bench) selected="$selected overhead decode decode-peers attention compile" ;;
-    info|tests|selftest|oracle|serving|overhead|decode|decode-peers|attention|compile|probe) selected="$selected $arg" ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    info|tests|selftest|oracle|serving|overhead|decode|decode-peers|attention|compile|probe|variants) selected="$selected $arg" ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "unknown stage '$arg' (stages: $ALL_STAGES; groups: all, bench)"; exit 2 ;;
   esac
 done
@@ -150,6 +152,13 @@ if wanted probe; then
   else
     SUMMARY+=("$(printf '%-10s %-8s %6s  %s' probe SKIP - "build-probe/tma_page_probe missing (nvcc -arch=sm_90a -O2 -o build-probe/tma_page_probe tools/tma_page_probe.cu -lcuda)")")
   fi
+fi
+
+if wanted variants; then
+  run_stage variants-auto 120 20 "^\| prefill softcap|SKIPPED" python3 bench/bench_variants.py
+  run_stage variants-portable 120 20 "^\| prefill softcap|SKIPPED" env FA4_BACKEND=portable python3 bench/bench_variants.py
+  run_stage ragged-seed1 120 6 "^\| (no|yes) |SKIPPED" python3 bench/bench_ragged.py --seed 1
+  run_stage ragged-seed2 120 6 "^\| (no|yes) |SKIPPED" python3 bench/bench_ragged.py --seed 2
 fi
 
 if wanted overhead; then
