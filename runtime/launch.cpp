@@ -57,12 +57,17 @@ constexpr long long kSplitCtasPerSm = 1;
 // 128k keys, 32 in 4, 64 in 1 part at 1k keys and 2 at 4k, 256 and more uncut.
 constexpr long long kBatchSplitMinCap = 16;
 
+// The q head groups a tile packs (heads_q / gqa_pack), and the longest sequence's KV blocks.
+long long head_groups(const Plan& plan, const Problem& problem) {
+  return std::max<long long>(1, problem.params.heads_q / plan.key.gqa_pack);
+}
+long long longest_key_blocks(const Problem& problem, int tile_n) { return (problem.params.seqlen_k + tile_n - 1) / tile_n; }
+
 // A sequence's CTAs in a split kernel's launch at one part: head groups x m blocks.
 long long ctas_per_part(const Plan& plan, const Problem& problem) {
   const long long rows_per_cta = static_cast<long long>(plan.tile_m) * plan.q_tiles;
   const long long m_blocks = (served_seqlen_q(plan, problem) * plan.key.gqa_pack + rows_per_cta - 1) / rows_per_cta;
-  const long long groups = std::max<long long>(1, problem.params.heads_q / plan.key.gqa_pack);
-  return std::max(1LL, groups * m_blocks);
+  return std::max(1LL, head_groups(plan, problem) * m_blocks);
 }
 
 long long sm_slots(const Problem& problem) { return std::max(1LL, static_cast<long long>(problem.sm_count)); }
@@ -84,14 +89,14 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   r.partial_rows = static_cast<int>(partial_rows);
   if (p.num_splits == 0 && p.split_by_batch) {
     const long long ctas = std::max<long long>(1, p.batch) * ctas_per_part(plan, problem), sms = sm_slots(problem);
-    const long long blocks = (p.seqlen_k + plan.tile_n - 1) / plan.tile_n;  // the longest sequence's
+    const long long blocks = longest_key_blocks(problem, plan.tile_n);
     const long long c = std::min(ctas, sms + 1);  // past sms nothing is cut: keeps c^2 in range
     r.split_blocks = static_cast<int>(std::clamp((c * c + 2 * sms - 1) / (2 * sms), 1LL, 1LL << 30));
     const long long most = std::min(sms / ctas, std::max(kBatchSplitMinCap, (blocks + plan.split_blocks - 1) / plan.split_blocks));
     r.max_parts = static_cast<int>(std::clamp(most, 1LL, static_cast<long long>(kMaxSplits)));
     return r;
   }
-  const long long groups = std::max(1LL, static_cast<long long>(p.heads_q / plan.key.gqa_pack));
+  const long long groups = head_groups(plan, problem);
   const long long slots = kSplitCtasPerSm * sm_slots(problem);
   r.max_parts = static_cast<int>(std::min<long long>(kMaxSplits, std::max(1LL, (slots + groups - 1) / groups)));
   return r;
@@ -101,7 +106,7 @@ int max_splits(const Plan& plan, const Problem& problem) {
   if (!plan.key.split) return 1;
   // The longest sequence's parts: split_parts grows with the key blocks.
   const fa4k::SplitRule r = split_rule(plan, problem);
-  return fa4k::split_parts(r, plan.key.decode, static_cast<int>((problem.params.seqlen_k + r.tile_n - 1) / r.tile_n));
+  return fa4k::split_parts(r, plan.key.decode, static_cast<int>(longest_key_blocks(problem, r.tile_n)));
 }
 
 // Work tiles of one (head group, sequence): every m block, times the parts of a split-KV kernel (tile.cuh).
@@ -123,9 +128,8 @@ SplitLayout split_layout(const Plan& plan, const Problem& problem, bool any_smal
   long long states = static_cast<long long>(l.max_splits) * rule.partial_rows;
   const AttentionParams& p = problem.params;
   if (any_smaller_batch && p.num_splits == 0 && p.split_by_batch) {
-    const long long blocks = (p.seqlen_k + rule.tile_n - 1) / rule.tile_n;
-    const long long groups = std::max(1LL, static_cast<long long>(p.heads_q / plan.key.gqa_pack));
-    const long long cut = std::min(blocks * p.batch, sm_slots(problem) / groups);
+    const long long cut =
+        std::min(longest_key_blocks(problem, rule.tile_n) * p.batch, sm_slots(problem) / head_groups(plan, problem));
     states = std::max<long long>(p.batch, cut) * rule.seq_rows;
   }
   states *= p.heads_q;

@@ -238,8 +238,9 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
       "Fallback: head_dim 32 and 256 and head-dim pairs other than (64,64), (96,96), (128,128), (192,128), "
       "split-KV and decode-sized sequences use the portable kernels.",
       "Paged caches: a K/V block loads in pieces inside pages (one TMA box per piece and column box, lane p of the "
-      "Load warp issuing piece p), so pages much smaller than a block cost box issues (the sm90 kernel, loading the "
-      "same way, measured 0.84-0.89x of contiguous K/V at pages of 16, 0.88-0.99x from 32 up).",
+      "Load warp issuing piece p), so pages much smaller than a block cost small copies (the sm90 kernel, issuing "
+      "pieces the same way but V a whole piece a copy, measured 0.93-0.98x of contiguous K/V at pages of 16, "
+      "0.98-1.00x from 32 up; its box-by-box V had 0.87-0.89x at 16).",
       p_own_columns
           ? "MMA order needs no assumption here: P has TMEM columns of its own, so QK(j) follows PV(j-1) at once "
             "without overwriting what the PV reads."
