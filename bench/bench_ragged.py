@@ -6,8 +6,8 @@ cache (pages of 16, 32, 64 and 256 keys in shuffled order; target: within 10% of
 The ragged batch: sequence lengths drawn from 100..8192 (seeded) summing to 16384 tokens, bf16, head_dim 128,
 16 heads, causal and not. The dense batch: b x s = 16384 tokens with s = sum(L_i^2) / 16384, so both do about
 the same FLOPs (4 * h * d * sum L_i^2, halved when causal; each side counts its own). Times: CUDA events
-around 5 calls after a warm-up, median of 10; each paged/ragged ratio times the contiguous and the paged calls
-in alternation, so that a drift of the clocks over the run weighs on both alike. Check: each ragged
+around 5 calls after a warm-up, median of 10; each ratio times its two calls (ragged and dense, contiguous and
+paged) in alternation, so that a drift of the clocks over the run weighs on both alike. Check: each ragged
 sequence's output against PyTorch's flash SDPA on that sequence alone (max abs diff), for the contiguous and
 every paged run.
 
@@ -17,7 +17,6 @@ every paged run.
 import argparse
 import os
 import random
-import statistics
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,32 +38,6 @@ def lengths(seed):
     if out[-1] < 100 and len(out) > 1:
         out[-2] += out.pop()
     return out
-
-
-def ms_of_5_calls(torch, fn):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 5
-
-
-def ms_per_call(torch, fn):
-    for _ in range(3):
-        fn()
-    return statistics.median(ms_of_5_calls(torch, fn) for _ in range(10))
-
-
-def paired_ms_per_call(torch, fn_a, fn_b):
-    """ms_per_call of two functions measured in alternation (a, b, a, b, ...), so that a drift in clocks or
-    temperature over the run weighs on both alike."""
-    for _ in range(3):
-        fn_a()
-        fn_b()
-    pairs = [(ms_of_5_calls(torch, fn_a), ms_of_5_calls(torch, fn_b)) for _ in range(10)]
-    return statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs)
 
 
 def main():
@@ -121,8 +94,9 @@ def main():
     for causal in (False, True):
         flops = 4 * HEADS * D * square / (2 if causal else 1)
         dense_flops = 4 * HEADS * D * batch * s * s / (2 if causal else 1)
-        ragged_ms = ms_per_call(torch, lambda: attn.run(q, k, v, out=out, causal=causal, **ragged_kw))
-        dense_ms = ms_per_call(torch, lambda: attn.run(dq, dk, dv, out=dense_out, causal=causal))
+        ragged_ms, dense_ms = peers_env.paired_ms_per_call(
+            torch, lambda: attn.run(q, k, v, out=out, causal=causal, **ragged_kw),
+            lambda: attn.run(dq, dk, dv, out=dense_out, causal=causal))
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             refs = [F.scaled_dot_product_attention(*(t[a:b].transpose(0, 1)[None] for t in (q, k, v)), is_causal=causal)
                     for a, b in zip(starts, starts[1:])]
@@ -138,8 +112,9 @@ def main():
         cells = ""
         for ps in page_sizes:
             k_pool, v_pool, kw = paged[ps]
-            contiguous_ms, paged_ms = paired_ms_per_call(torch, lambda: attn.run(q, k, v, out=out, causal=causal, **ragged_kw),
-                                                         lambda: attn.run(q, k_pool, v_pool, out=out, causal=causal, **kw))
+            contiguous_ms, paged_ms = peers_env.paired_ms_per_call(
+                torch, lambda: attn.run(q, k, v, out=out, causal=causal, **ragged_kw),
+                lambda: attn.run(q, k_pool, v_pool, out=out, causal=causal, **kw))
             worst = max(worst, worst_error(k_pool, v_pool, kw))
             cells += " %.1f | %.2f |" % (flops / paged_ms / 1e9, contiguous_ms / paged_ms)
         print("| %s | %.1f | %.1f | %.2f |%s %s %.1e |" % ("yes" if causal else "no", ragged, dense, ragged / dense, cells,

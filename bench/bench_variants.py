@@ -8,15 +8,15 @@ right side), and for the window rows also over the blocks the kernel visits (iss
 of every block not skipped, masked or not; the tiles come from `fa4rt plan` beside FA4_LIB). Decode: 64
 sequences x 4096 keys, GQA 32/8, num_splits 0 with a workspace, K+V GB/s over the keys each call reads (a
 window's: the last window_left + 1; its baselines: all 4096 keys, and a cache of just the 2048 keys it
-reads, the same work). Times: CUDA events around 10 calls after a warm-up, the median of 5. Every output
-is finite (a NaN or inf fails the row).
+reads, the same work). Times: each row's two calls in alternation (peers_env.paired_ms_per_call: CUDA events
+around 5 calls, the median of 10), so a drift of the clocks weighs on both alike. Every output is finite (a
+NaN or inf fails the row).
 
     FA4_LIB=build/libfa4rt.so python3 bench/bench_variants.py
 """
 
 import os
 import re
-import statistics
 import subprocess
 import sys
 
@@ -27,21 +27,13 @@ import fa4rt  # noqa: E402  (needs only ctypes)
 import peers_env  # noqa: E402
 
 
-def timed_ms(torch, call):
-    call()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(10):
-            out = call()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 10)
-    if not bool(torch.isfinite(out).all()):
-        raise RuntimeError("non-finite output")
-    return statistics.median(times)
+def paired_ms(torch, with_it, without):
+    """(ms of with_it, ms of without), timed in alternation (peers_env); both outputs must be finite."""
+    ms = peers_env.paired_ms_per_call(torch, with_it, without)
+    for call in (with_it, without):
+        if not bool(torch.isfinite(call()).all()):
+            raise RuntimeError("non-finite output")
+    return ms
 
 
 def plan_tiles(d):
@@ -91,22 +83,25 @@ def main():
     left = 4095
     window_pairs = sum(min(t, left) + 1 for t in range(s))
 
-    def prefill_tflops(pairs, **kw):
-        return 4 * d * h * pairs / timed_ms(torch, lambda: attn.run(q, k, v, out=out, **kw)) / 1e9
+    def run(**kw):
+        return lambda: attn.run(q, k, v, out=out, **kw)
 
-    base = prefill_tflops(full_pairs)
-    base_causal = prefill_tflops(causal_pairs, causal=True)
-    row("prefill softcap 30", prefill_tflops(full_pairs, softcap=30.0), base, "TFLOP/s")
-    row("prefill sinks", prefill_tflops(full_pairs, sinks=sinks), base, "TFLOP/s")
-    window_ms = timed_ms(torch, lambda: attn.run(q, k, v, out=out, window=(left, 0)))
-    row("prefill window (4095, 0) vs causal", 4 * d * h * window_pairs / window_ms / 1e9, base_causal, "TFLOP/s")
+    def prefill_row(name, pairs, base_pairs, kw, base_kw):
+        ms, base_ms = paired_ms(torch, run(**kw), run(**base_kw))
+        row(name, 4 * d * h * pairs / ms / 1e9, 4 * d * h * base_pairs / base_ms / 1e9, "TFLOP/s")
+        return ms, base_ms
+
+    prefill_row("prefill softcap 30", full_pairs, full_pairs, dict(softcap=30.0), {})
+    prefill_row("prefill sinks", full_pairs, full_pairs, dict(sinks=sinks), {})
+    window_ms, causal_ms = prefill_row("prefill window (4095, 0) vs causal", window_pairs, causal_pairs,
+                                       dict(window=(left, 0)), dict(causal=True))
     tiles = plan_tiles(d)
     if tiles:
-        causal_ms = timed_ms(torch, lambda: attn.run(q, k, v, out=out, causal=True))
-        visited = [4 * d * h * visited_pairs(s, w, tiles) / t / 1e9 for w, t in ((left, window_ms), (-1, causal_ms))]
-        row("prefill window vs causal, visited blocks (%dx%d tiles)" % tiles, visited[0], visited[1], "TFLOP/s")
-    row("prefill all three, causal", prefill_tflops(window_pairs, window=(left, 0), softcap=30.0, sinks=sinks),
-        base_causal, "TFLOP/s")
+        row("prefill window vs causal, visited blocks (%dx%d tiles)" % tiles,
+            4 * d * h * visited_pairs(s, left, tiles) / window_ms / 1e9,
+            4 * d * h * visited_pairs(s, -1, tiles) / causal_ms / 1e9, "TFLOP/s")
+    prefill_row("prefill all three, causal", window_pairs, causal_pairs,
+                dict(window=(left, 0), softcap=30.0, sinks=sinks), dict(causal=True))
 
     # Decode.
     b, keys, hq, hkv = 64, 4096, 32, 8
@@ -116,18 +111,18 @@ def main():
     out = torch.empty_like(q)
     ws = torch.empty(attn.workspace_size(q, k, v, num_splits=0), dtype=torch.uint8, device="cuda")
 
-    def decode_gbs(read_keys, **kw):
-        kv_bytes = 2 * b * read_keys * hkv * d * 2
-        return kv_bytes / timed_ms(torch, lambda: attn.run(q, k, v, out=out, num_splits=0, workspace=ws, **kw)) / 1e6
+    def decode_row(name, read_keys, kw, base_keys, base_kv=None):
+        bk, bv = base_kv or (k, v)
+        ms, base_ms = paired_ms(torch, lambda: attn.run(q, k, v, out=out, num_splits=0, workspace=ws, **kw),
+                                lambda: attn.run(q, bk, bv, out=out, num_splits=0, workspace=ws))
+        row(name, 2 * b * read_keys * hkv * d * 2 / ms / 1e6, 2 * b * base_keys * hkv * d * 2 / base_ms / 1e6, "GB/s")
 
-    base = decode_gbs(keys)
-    row("decode softcap 30", decode_gbs(keys, softcap=30.0), base, "GB/s")
-    row("decode sinks", decode_gbs(keys, sinks=sinks), base, "GB/s")
-    window = decode_gbs(2048, window=(2047, -1))
-    row("decode window (2047, -1) vs all 4096 keys", window, base, "GB/s")
+    decode_row("decode softcap 30", keys, dict(softcap=30.0), keys)
+    decode_row("decode sinks", keys, dict(sinks=sinks), keys)
+    decode_row("decode window (2047, -1) vs all 4096 keys", 2048, dict(window=(2047, -1)), keys)
     # The same work without a window: a cache of the 2048 keys the window reads.
-    k, v = k[:, -2048:].contiguous(), v[:, -2048:].contiguous()
-    row("decode window (2047, -1) vs a 2048-key cache", window, decode_gbs(2048), "GB/s")
+    decode_row("decode window (2047, -1) vs a 2048-key cache", 2048, dict(window=(2047, -1)), 2048,
+               (k[:, -2048:].contiguous(), v[:, -2048:].contiguous()))
     return 0
 
 

@@ -1,5 +1,8 @@
 """What the Python benches share: PyTorch with SDPA and a CUDA device (or a SKIPPED line, exit status 77), and
-FA4-cute's flash_attn_func as a peer where it imports (../shared/docs/baselines.md: PYTHONPATH to its wheels)."""
+FA4-cute's flash_attn_func as a peer where it imports (../shared/docs/baselines.md: PYTHONPATH to its wheels), and
+the timing: CUDA events around 5 calls, the median of 10 such runs, two calls timed in alternation."""
+
+import statistics
 
 
 def torch_or_skip():
@@ -26,3 +29,29 @@ def fa4_cute():
         return flash_attn_func
     except Exception:
         return None
+
+
+def ms_of_5_calls(torch, fn):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 5
+
+
+def ms_per_call(torch, fn):
+    for _ in range(3):
+        fn()
+    return statistics.median(ms_of_5_calls(torch, fn) for _ in range(10))
+
+
+def paired_ms_per_call(torch, fn_a, fn_b):
+    """ms_per_call of two functions measured in alternation (a, b, a, b, ...), so that a drift in clocks or
+    temperature over the run weighs on both alike."""
+    for _ in range(3):
+        fn_a()
+        fn_b()
+    pairs = [(ms_of_5_calls(torch, fn_a), ms_of_5_calls(torch, fn_b)) for _ in range(10)]
+    return statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs)
