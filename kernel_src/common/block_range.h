@@ -126,18 +126,25 @@ FA4_BLOCKS_HD BlockRange tile_blocks(int m_block, int rows, int pack, int seqlen
                 : kv_block_range(m_block * rows, rows, pack, seqlen_q, seqlen_k, tile_n, causal);
 }
 
+// Whether a row block sees at least as many keys as the ones before it: the right side is bounded (causal,
+// or a window with window_right >= 0), so walking the row blocks backwards goes longest first.
+FA4_BLOCKS_HD bool later_rows_longer(bool causal, bool window, int window_right) {
+  return causal || (window && window_right >= 0);
+}
+
 // Where the tile kernels' (sm90, sm100) work item lies: tile -> (m block, head group, batch), m blocks
-// fastest so neighbouring tiles share K/V in L2; causal grids reverse them, so each head's longest tiles come
-// first. With `section` > 0, causal tiles go by L2 sections of that many (batch, head group)s instead:
-// within a section, longest first across all of its heads (a balanced tail), heads fastest (their K/V stay
-// in L2 together); sections one after another (the last may be smaller; `batch` must then be the real
-// batch). The tile's K/V blocks are tile_blocks' for its sequence's lengths.
+// fastest so neighbouring tiles share K/V in L2; `longest_first` (later_rows_longer) reverses them, so each
+// head's longest tiles come first. With `section` > 0 (causal), tiles go by L2 sections of that many (batch,
+// head group)s instead: within a section, longest first across all of its heads (a balanced tail), heads
+// fastest (their K/V stay in L2 together); sections one after another (the last may be smaller; `batch`
+// must then be the real batch). The tile's K/V blocks are tile_blocks' for its sequence's lengths.
 struct TilePosition {
   int m_block, group, batch;
 };
-FA4_BLOCKS_HD TilePosition dense_tile(int tile, int num_m_blocks, int groups, bool causal, int section = 0, int batch = 1) {
+FA4_BLOCKS_HD TilePosition dense_tile(int tile, int num_m_blocks, int groups, bool longest_first, int section = 0,
+                                      int batch = 1) {
   TilePosition t;
-  if (causal && section > 0) {
+  if (longest_first && section > 0) {
     const int first = tile / (num_m_blocks * section) * section;  // the section's first (batch, group)
     const int remaining = batch * groups - first;
     const int heads = remaining < section ? remaining : section;   // the last section may be smaller
@@ -148,7 +155,7 @@ FA4_BLOCKS_HD TilePosition dense_tile(int tile, int num_m_blocks, int groups, bo
     t.batch = bh / groups;
   } else {
     t.m_block = tile % num_m_blocks;
-    if (causal) t.m_block = num_m_blocks - 1 - t.m_block;
+    if (longest_first) t.m_block = num_m_blocks - 1 - t.m_block;
     t.group = (tile / num_m_blocks) % groups;
     t.batch = tile / (num_m_blocks * groups);
   }

@@ -182,7 +182,9 @@ struct Work {
 // False for a ragged tile past its sequence's rows (tiles are laid out for the longest sequence), or of a
 // decode-sized sequence the decode kernel serves (AttentionArgs::decode_seqlen_q).
 __device__ __forceinline__ bool decompose(const fa4k::AttentionArgs& a, int tile, Work& w) {
-  const fa4k::TilePosition t = fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, kCausal, a.tile_section, a.batch);
+  const bool longest_first = fa4k::later_rows_longer(kCausal, kWindow, a.window_right);
+  const fa4k::TilePosition t =
+      fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, longest_first, a.tile_section, a.batch);
   w.m_block = t.m_block, w.group = t.group, w.batch = t.batch;
   w.seq = {a.seqlen_q, a.seqlen_k, 0, 0, w.batch, w.batch};
   if constexpr (kVarlen) {

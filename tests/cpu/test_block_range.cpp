@@ -111,6 +111,30 @@ TEST(BlockRange, WindowsMatchBruteForce) {
 namespace fa4 {
 namespace {
 
+// The tile kernels walk row blocks backwards exactly when later_rows_longer says later ones are not shorter:
+// with a bounded right side (causal: 0) no row block has fewer K/V blocks than an earlier one, but for the
+// one a window's alignment costs; unbounded on the right, none has more, so the forward order is the
+// longest first there.
+TEST(DenseTile, LongestFirstFollowsTheWindowsRightSide) {
+  for (int sq : {1, 300, 1000})
+    for (int sk : {sq, sq + 333})
+      for (int left : {-1, 0, 100, 511})
+        for (int right : {-1, 0}) {
+          if (left < 0 && right < 0) continue;  // no window
+          const bool backwards = fa4k::later_rows_longer(false, true, right);
+          EXPECT_EQ(backwards, right >= 0);
+          int most = 0, fewest = 1 << 30;
+          for (int m = 0; m * 128 < sq; ++m) {
+            const int n = fa4k::tile_blocks(m, 128, 1, sq, sk, 128, false, true, left, right).n_blocks;
+            if (backwards) EXPECT_GE(n, most - 1) << "sq " << sq << " sk " << sk << " left " << left << " m " << m;
+            else EXPECT_LE(n, fewest + 1) << "sq " << sq << " sk " << sk << " left " << left << " m " << m;
+            most = std::max(most, n), fewest = std::min(fewest, n);
+          }
+        }
+  EXPECT_TRUE(fa4k::later_rows_longer(true, false, -1));
+  EXPECT_FALSE(fa4k::later_rows_longer(false, false, 0));
+}
+
 // Every tile order visits each (m block, head group, batch) exactly once. The L2-sectioned causal order
 // keeps a section's heads together (tiles of one section are contiguous) and, within a section, never
 // visits a shorter m block before a longer one; without sections each head's tiles stay in turn.

@@ -86,10 +86,11 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   p.tile_m = kTile;
   p.tile_n = kTile;
   p.q_tiles = kQTiles;
-  // Static persistent scheduling for non-causal problems; causal grids launch every tile, longest first. The
-  // emulation always runs persistent: each resident CTA needs its own TMEM slot (kEmuTmemSlotBytes, 772 KiB).
-  // Ragged tiles are laid out for the longest sequence, so many hold no rows: a persistent grid skips them.
-  p.persistent = !key.causal || key.backend == Backend::sm100_emulated || key.varlen;
+  // Static persistent scheduling for full problems; causal and windowed grids (tiles of unequal lengths) launch
+  // every tile, longest first. The emulation always runs persistent: each resident CTA needs its own TMEM slot
+  // (kEmuTmemSlotBytes, 772 KiB). Ragged tiles are laid out for the longest sequence, so many hold no rows: a
+  // persistent grid skips them.
+  p.persistent = !(key.causal || key.window) || key.backend == Backend::sm100_emulated || key.varlen;
   // Causal tiles longest first across the heads of an L2 section: a quarter of the B200's L2 (126 MB) holds
   // the section's K/V, the rest the Q/O streams and other sections' tails.
   if (key.causal) p.l2_section_bytes = 32ll << 20;
@@ -229,8 +230,8 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
       "the first-use self-check against the portable kernel catches a mismatch and falls back.",
       "setmaxnreg is skipped in emulated (sm_90a) builds: the emulated MMAs run in the MMA warp, which needs far more "
       "than its hardware budget of " + std::to_string(r.other) + " registers.",
-      "Emulated causal plans are persistent (the same tile loop, walking tiles longest first), the hardware dense causal "
-      "ones are not.",
+      "Emulated causal and windowed plans are persistent (the same tile loop, walking tiles longest first), the "
+      "hardware dense causal and windowed ones are not.",
       "Ragged batches: every role walks the tiles of the longest sequence's layout and skips those past their "
       "sequence's rows (each reads cu_seqlens for it); tiles are dealt out statically, so a ragged batch balances "
       "less well than the sm90 kernel's drawn tiles. run() never reads the lengths: ones that break their rules "

@@ -83,11 +83,11 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   p.threads = 384;
   p.tile_m = kTileM;
   p.tile_n = tile_n(key.head_dim, key.causal, key.paged);
-  // One CTA per SM walks the tiles. Non-causal dense tiles all cost the same and are dealt out statically;
-  // causal tiles (longest first within each head) and ragged ones (found on the device, sequence by
+  // One CTA per SM walks the tiles. Full dense tiles all cost the same and are dealt out statically; causal
+  // and windowed tiles (longest first within each head) and ragged ones (found on the device, sequence by
   // sequence) are drawn from two int counters in the stream's scratch as CTAs come free.
   p.persistent = true;
-  if (key.causal || key.varlen) p.scratch_bytes_per_cta = 8;
+  if (key.causal || key.window || key.varlen) p.scratch_bytes_per_cta = 8;
   p.rescale_threshold_log2 = 8;  // lazy rescale: P may reach 2^8 before the max (and O) are updated
   p.wait_timeout_ms = 4000;       // the producer's barrier waits trap after this: a hang becomes an error
 
