@@ -42,6 +42,10 @@ struct ServingCase {
   float sink_mean = 0;  // with `sinks`: per q head logits around this
   bool sinks = false;
   float q_scale = 1;    // |q| elements up to this (large: extreme logits)
+  float v_scale = 1;    // |v| elements up to this; the tolerance scales with it
+  // Added to every q, k and v element (v: times v_scale). A negative q and a positive k offset make every
+  // score of every row strongly negative.
+  float q_offset = 0, k_offset = 0, v_offset = 0;
   size_t workspace_short = 0;  // bytes fewer than workspace_size() asks for
 };
 
@@ -100,6 +104,7 @@ class Serving {
     // Q and O: packed [total, h, d] (ragged) or [b, max_q, h, d] (every sequence max_q long).
     rows_ = c_.ragged_q ? cu_q_.back() : b * max_q_;
     q_host_ = random_halves(c_.dtype, static_cast<size_t>(std::max(rows_, 1)) * hq * c_.d, c_.q_scale, rng_());
+    shift(q_host_, c_.q_offset);
     if (c_.sinks) {
       std::normal_distribution<float> around(c_.sink_mean, 2.f);
       for (int h = 0; h < hq; ++h) sinks_.push_back(around(rng_));
@@ -128,7 +133,9 @@ class Serving {
         }
       num_pages_ = pool;
       k_pool_ = random_halves(c_.dtype, static_cast<size_t>(pool) * ps * hkv * c_.d, 1.f, rng_());
-      v_pool_ = random_halves(c_.dtype, static_cast<size_t>(pool) * ps * hkv * c_.dv, 1.f, rng_());
+      v_pool_ = random_halves(c_.dtype, static_cast<size_t>(pool) * ps * hkv * c_.dv, c_.v_scale, rng_());
+      shift(k_pool_, c_.k_offset);
+      shift(v_pool_, c_.v_offset * c_.v_scale);
       std::vector<bool> used(static_cast<size_t>(pool) * ps, false);
       for (int i = 0; i < b; ++i)
         for (int j = 0; j < c_.seqlens_k[i]; ++j) used[static_cast<size_t>(table_[static_cast<size_t>(i) * max_pages_ + j / ps]) * ps + j % ps] = true;
@@ -146,7 +153,10 @@ class Serving {
     } else {
       const int stored_rows = c_.ragged_k ? cu_k_.back() : b * stored_max;
       k_pool_ = random_halves(c_.dtype, static_cast<size_t>(std::max(stored_rows, 1)) * hkv * c_.d, 1.f, rng_());
-      v_pool_ = random_halves(c_.dtype, static_cast<size_t>(std::max(stored_rows, 1)) * hkv * c_.dv, 1.f, rng_());
+      v_pool_ =
+          random_halves(c_.dtype, static_cast<size_t>(std::max(stored_rows, 1)) * hkv * c_.dv, c_.v_scale, rng_());
+      shift(k_pool_, c_.k_offset);
+      shift(v_pool_, c_.v_offset * c_.v_scale);
       for (int i = 0; i < b; ++i) {
         const size_t row0 = c_.ragged_k ? cu_k_[i] : static_cast<size_t>(i) * stored_max;
         const size_t stored = c_.ragged_k ? cu_k_[i + 1] - cu_k_[i] : stored_max;
@@ -225,6 +235,12 @@ class Serving {
     p.sinks = c_.sinks ? static_cast<const float*>(sinks_dev_.get()) : nullptr;
   }
 
+  // Every element of `x` plus `offset`, rounded to the case's dtype.
+  void shift(std::vector<uint16_t>& x, float offset) const {
+    if (offset == 0) return;
+    for (uint16_t& e : x) e = to_half(c_.dtype, static_cast<float>(from_half(c_.dtype, e)) + offset);
+  }
+
   // `rows` K and V rows (one head each) from `first` on hold NaN.
   void poison_keys(size_t first, size_t rows) {
     const uint16_t nan = c_.dtype == DType::bf16 ? 0x7fc0 : 0x7e00;
@@ -263,7 +279,7 @@ class Serving {
             const double want = ref.o[(static_cast<size_t>(t) * hq + h) * c_.dv + j];
             const double err = std::abs(got - want);
             if (std::isfinite(err)) result.max_error = std::max(result.max_error, err);
-            if (!(err <= atol + atol * std::abs(want)) && bad++ < 5)
+            if (!(err <= atol * c_.v_scale + atol * std::abs(want)) && bad++ < 5)
               failures << "\n  seq " << i << " o[t=" << t << ", h=" << h << ", j=" << j << "] = " << got << ", reference " << want;
           }
           if (c_.lse) {
@@ -435,11 +451,20 @@ std::vector<ServingCase> serving_cases() {
     c.seqlens_k = {300, 2000, 5000};
     add(c);
     // The sm90 and portable kernels' two softcap softmaxes: a fixed bias (bf16, caps up to 62: 60 sits near
-    // that bound) and the running max (a cap of 100; fp16 P). Random data gives every row a key near +cap,
-    // so the fixed bias's low end (rows whose every key sits near -cap) is argued, not tested.
+    // that bound) and the running max (a cap of 100; fp16 P). Random data gives every row a key near +cap;
+    // softcap_every_key_low tests the other end.
     c.name = "softcap_near_bound" + m;
     c.softcap = 60, c.q_scale = 128;
     add(c);
+    // The fixed bias's low end: every key of every row near -cap (q about -12, k about +1: scores near
+    // -136 before the cap of 60), so each probability sits ~2^-91 below the fixed max's, and V near 2^-20
+    // (all of one sign), so P V lies near 2^-111: a normal fp32 number with the bias's shift of 2^80, below
+    // fp32's range (flushed to 0) with a shift of 2^64. The tolerance scales with V.
+    c.name = "softcap_every_key_low" + m;
+    c.q_scale = 1, c.q_offset = -12, c.k_offset = 1, c.v_scale = 1.f / (1 << 20), c.v_offset = 1.5f;
+    add(c);
+    c.q_offset = c.k_offset = c.v_offset = 0, c.v_scale = 1;
+    c.softcap = 60, c.q_scale = 128;
     c.name = "softcap_large_cap" + m;
     c.softcap = 100;
     add(c);
