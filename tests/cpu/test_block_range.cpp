@@ -112,9 +112,9 @@ namespace fa4 {
 namespace {
 
 // The tile kernels walk row blocks backwards exactly when later_rows_longer says later ones are not shorter:
-// with a bounded right side (causal: 0) no row block has fewer K/V blocks than an earlier one, but for the
-// one a window's alignment costs; unbounded on the right, none has more, so the forward order is the
-// longest first there.
+// with a bounded right side (causal: 0) no row block has fewer K/V blocks than an earlier one, save the one
+// block a window's alignment may cost; unbounded on the right, none has more (save that one), so the forward
+// order is the longest first there.
 TEST(DenseTile, LongestFirstFollowsTheWindowsRightSide) {
   for (int sq : {1, 300, 1000})
     for (int sk : {sq, sq + 333})
