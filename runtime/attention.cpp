@@ -470,8 +470,9 @@ void Attention::run(const AttentionParams& params, CUstream stream) {
   const KernelKey merge_key = combine_key(split_plan->key, ctx.device.arch, /*f32_states=*/true);
   const Loaded& merge = impl_->ready(ctx, merge_key, combine_config(merge_key), nullptr, stream);
   for (const Loaded* k : kernels) impl_->launch(*k, problem, ctx, stream, params.workspace);
-  // No sequence cut (short keys, or split_by_batch at a large batch): the split kernel wrote O itself.
-  if (max_splits(*split_plan, problem) == 1) return;
+  // No sequence cut (short keys, or split_by_batch at a large batch), or each one's parts all in one CTA,
+  // which merged them (SplitRule::parts_per_cta): the split kernel wrote O itself.
+  if (max_splits(*split_plan, problem) <= split_rule(*split_plan, problem).parts_per_cta) return;
   enqueue_combine(merge.built->plan, split_combine_args(*split_plan, problem, params.workspace), merge.function,
                   ctx.device.sm_count, stream, /*overlap_previous=*/ctx.device.arch >= 90);
 }

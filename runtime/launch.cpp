@@ -72,10 +72,21 @@ long long ctas_per_part(const Plan& plan, const Problem& problem) {
 
 long long sm_slots(const Problem& problem) { return std::max(1LL, static_cast<long long>(problem.sm_count)); }
 
+// After split-KV a row can have up to kMaxSplits parts: where the cap on a row's parts reaches 16, 4 warps
+// share each row's states in the combine (enough loads in flight when one sequence alone is cut into
+// hundreds of parts), else one warp takes a row (SplitRule::merge_shares). The cap comes from
+// what bounds a row's parts without the batch (num_splits, or the rule's cap: the device and heads only
+// unless split_by_batch), never from the call's longest sequence: a sequence's bits stay the same whatever
+// else is in the batch.
+constexpr int kCombineWarpsPerSplitRow = 4;
+constexpr int kCombineSharedFromParts = 16;
+
 fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   const AttentionParams& p = problem.params;
   fa4k::SplitRule r{};
   r.tile_n = plan.tile_n;
+  r.parts_per_cta = 1;
+  r.merge_shares = 1;
   if (!plan.key.split) return r;
   r.num_splits = static_cast<int>(p.num_splits);
   r.split_blocks = plan.split_blocks;
@@ -94,11 +105,23 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
     r.split_blocks = static_cast<int>(std::clamp((c * c + 2 * sms - 1) / (2 * sms), 1LL, 1LL << 30));
     const long long most = std::min(sms / ctas, std::max(kBatchSplitMinCap, (blocks + plan.split_blocks - 1) / plan.split_blocks));
     r.max_parts = static_cast<int>(std::clamp(most, 1LL, static_cast<long long>(kMaxSplits)));
+    r.merge_shares = r.max_parts >= kCombineSharedFromParts ? kCombineWarpsPerSplitRow : 1;
     return r;
   }
   const long long groups = head_groups(plan, problem);
   const long long slots = kSplitCtasPerSm * sm_slots(problem);
   r.max_parts = static_cast<int>(std::min<long long>(kMaxSplits, std::max(1LL, (slots + groups - 1) / groups)));
+  const int parts_cap = p.num_splits > 0 ? static_cast<int>(p.num_splits) : r.max_parts;
+  r.merge_shares = parts_cap >= kCombineSharedFromParts ? kCombineWarpsPerSplitRow : 1;
+  // Batch-invariant decode: a sequence's parts depend on its length only, but the CTAs that run them may
+  // follow the batch. With C CTAs at one part per sequence and S SMs, a large batch (C >= S) of short
+  // sequences (at most Plan::merged_parts parts) runs each sequence in one CTA, which merges its parts
+  // itself: no combine, fewer CTAs. Longer ones keep a CTA per part.
+  if (p.num_splits == 0 && plan.key.decode) {
+    const long long ctas = std::max<long long>(1, p.batch) * ctas_per_part(plan, problem);
+    const long long parts = fa4k::split_parts(r, true, static_cast<int>(longest_key_blocks(problem, plan.tile_n)));
+    if (ctas >= sm_slots(problem) && parts <= plan.merged_parts) r.parts_per_cta = static_cast<int>(parts);
+  }
   return r;
 }
 
@@ -112,8 +135,7 @@ int max_splits(const Plan& plan, const Problem& problem) {
 // Work tiles of one (head group, sequence): every m block, times the parts of a split-KV kernel (tile.cuh).
 long long tiles_per_head(const Plan& plan, const Problem& problem, long long m_blocks) {
   if (!plan.key.split) return m_blocks;
-  const long long splits = max_splits(plan, problem);
-  return m_blocks * splits;
+  return m_blocks * fa4k::split_ctas(split_rule(plan, problem), max_splits(plan, problem));
 }
 
 SplitLayout split_layout(const Plan& plan, const Problem& problem, bool any_smaller_batch) {
@@ -262,11 +284,6 @@ void set_lse_layout(long long rows, long long seqlen, long long heads, bool ragg
 
 }  // namespace
 
-// After split-KV a row can have up to kMaxSplits parts: where the cap on a row's parts reaches 16, 4 warps
-// share each row's states, so enough loads are in flight when one sequence alone is cut into hundreds of
-// parts; below, a warp takes a row (a large batch has many).
-constexpr int kCombineWarpsPerSplitRow = 4;
-constexpr int kCombineSharedFromParts = 16;
 // The combine's CTAs resident on an SM (its __launch_bounds__ in combine.cuh): the grid at most fills them,
 // and each CTA loops over items past that.
 constexpr long long kCombineCtasPerSm = 8;
@@ -304,11 +321,7 @@ fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, v
   a.seqlen_k = static_cast<int>(p.seqlen_k);
   a.decode_seqlen_q = problem.decode_seqlen_q;
   a.rule = rule;
-  // The warps a row's states are shared by fix the order of its sum, so they come from what bounds a row's
-  // parts without the batch (num_splits, or the rule's cap: the device and heads only unless split_by_batch),
-  // never from the call's longest sequence: a sequence's bits stay the same whatever else is in the batch.
-  const int parts_cap = p.num_splits > 0 ? static_cast<int>(p.num_splits) : rule.max_parts;
-  a.warps_per_item = parts_cap >= kCombineSharedFromParts ? kCombineWarpsPerSplitRow : 1;
+  a.warps_per_item = rule.merge_shares;  // fixes the order of a row's sum (split_rule)
   return a;
 }
 

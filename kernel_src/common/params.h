@@ -32,7 +32,18 @@ struct SplitRule {
   // a mixed batch's workspace holds only its decode rows; with seq_rows 0, the token's row of q.
   int seq_rows;
   int partial_rows;
+  // A split kernel's CTA runs this many consecutive parts of its sequence (the grid's split dimension is
+  // ceil(max_splits / parts_per_cta)). One that runs all of a sequence's parts merges them itself, with the
+  // combine kernel's arithmetic (portable/merge.cuh), so the bits do not depend on the choice; the combine
+  // merges only sequences with more parts than this.
+  int parts_per_cta;
+  int merge_shares;  // the interleaved shares a row's states are summed in (CombineArgs::warps_per_item)
 };
+
+// The grid's split dimension: the CTAs of one (m block, head group, sequence).
+FA4_PARAMS_HD int split_ctas(const SplitRule& r, int max_splits) {
+  return r.parts_per_cta > 1 ? (max_splits + r.parts_per_cta - 1) / r.parts_per_cta : max_splits;
+}
 
 // The workspace row of token `token` of sequence `sequence`, whose row in q is q_row (see SplitRule).
 FA4_PARAMS_HD long long partial_row(const SplitRule& r, int sequence, long long token, long long q_row) {

@@ -4,7 +4,8 @@
 // split-KV kernel (fp32 states in the workspace) and by the public merge (16-bit states: cascade or
 // context-parallel attention). States with LSE = -inf (no keys) weigh 0; when every state is empty the row's
 // O is 0 and its LSE -inf. The order of the sum is fixed (s = 0, 1, ...): the result is bit-identical from
-// run to run.
+// run to run. The arithmetic is merge.cuh's, which the decode kernel also runs on a sequence whose parts one
+// CTA ran all of (SplitRule::parts_per_cta); the combine skips those rows.
 //
 // Work: a (row, head) item is shared by warps_per_item warps (CombineArgs), each summing every
 // warps_per_item-th state, so a row cut into many parts (decode at batch 1: up to 256) has 4 warps of loads in
@@ -17,12 +18,12 @@
 
 #include "common/params.h"
 #include "portable/ptx.cuh"
+#include "portable/merge.cuh"
 #include "portable/softmax.cuh"
 
 namespace fa4p {
 
 constexpr int kCombineWarps = fa4cfg::kThreads / 32;
-constexpr int kPerLane = fa4cfg::kHeadDimV / 32;  // elements of O per lane
 static_assert(fa4cfg::kHeadDimV % 64 == 0 || fa4cfg::kHeadDimV == 32 || fa4cfg::kHeadDimV == 96,
               "head dims the library takes");
 
@@ -46,7 +47,7 @@ __device__ __forceinline__ int sequence_of(const fa4k::CombineArgs& a, long long
 }
 
 // Registers for the states' LSEs, 32 states each: a split-KV launch's parts, or a merge's states.
-constexpr int kLseChunks = ((fa4cfg::kCombineF32States ? fa4k::kMaxSplitParts : fa4k::kMaxCombinePointers) + 31) / 32;
+constexpr int kLseChunks = fa4cfg::kCombineF32States ? fa4p::kMergeSplitChunks : (fa4k::kMaxCombinePointers + 31) / 32;
 
 extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 8) fa4_combine(const fa4k::CombineArgs args) {
   using namespace fa4p;
@@ -61,9 +62,9 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 8) fa4_combine(co
   for (long long first = static_cast<long long>(blockIdx.x) * items_per_cta; first < items;
        first += static_cast<long long>(gridDim.x) * items_per_cta) {
     const long long item = first + warp / per_item;
-    float acc[kPerLane];
+    float acc[kMergePerLane];
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) acc[i] = 0.f;
+    for (int i = 0; i < kMergePerLane; ++i) acc[i] = 0.f;
     float max_lse = neg_inf(), sum = 0.f;
     bool merged = false;   // this item is merged here (not a row written by the split kernel itself)
     long long batch = 0, place = 0;
@@ -86,7 +87,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 8) fa4_combine(co
             fa4k::key_blocks(seqlen_q, seqlen_k, args.window_left, args.window_right, args.rule.tile_n);
         n_states = fa4k::split_parts(args.rule, seqlen_q <= args.decode_seqlen_q, span.count);
       }
-      merged = !args.split || n_states > 1;
+      merged = !args.split || n_states > args.rule.parts_per_cta;  // fewer: the split kernel's CTA merged them
       if (merged) {
 #if __CUDA_ARCH__ >= 900
         // Launched as a programmatic dependent of the split kernel (enqueue_combine), so the lookups above ran
@@ -105,60 +106,33 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 8) fa4_combine(co
                                            s * args.o_state_stride * (fa4cfg::kCombineF32States ? 4 : 2)
                                      : static_cast<const char*>(args.state_o[s]);
         };
-        // Lane l's states' LSEs, then their weights; the max and the sum in a fixed butterfly order.
+        // The weights and this warp's share of the states (merge.cuh, as the decode kernel's own merge).
+        auto state_lse = [&](int s) {
+          return (args.lse_state_stride ? args.state_lse[0] + s * args.lse_state_stride : args.state_lse[s])[in_lse];
+        };
         float weight[kLseChunks];
-#pragma unroll
-        for (int c = 0; c < kLseChunks; ++c) {
-          const int s = c * 32 + lane;
-          weight[c] = s < n_states ? (args.lse_state_stride ? args.state_lse[0] + s * args.lse_state_stride
-                                                            : args.state_lse[s])[in_lse]
-                                   : neg_inf();
-          max_lse = fmaxf(max_lse, weight[c]);
-        }
-        for (int width = 16; width >= 1; width /= 2) max_lse = fmaxf(max_lse, shfl_xor(max_lse, width));
-        if (max_lse != neg_inf()) {
-          constexpr float kLog2e = 1.4426950408889634f;
-#pragma unroll
-          for (int c = 0; c < kLseChunks; ++c) {
-            weight[c] = exp2f((weight[c] - max_lse) * kLog2e);  // 0 for an empty or absent state
-            sum += weight[c];
-          }
-          for (int width = 16; width >= 1; width /= 2) sum += shfl_xor(sum, width);
-          // This warp's share of the states. An empty state (weight 0) adds nothing, even if its O is not finite.
-#pragma unroll
-          for (int c = 0; c < kLseChunks; ++c) {
-            const int count = n_states - c * 32 < 32 ? n_states - c * 32 : 32;
-#pragma unroll 4
-            for (int t = share; t < count; t += per_item) {
-              const float w = __shfl_sync(0xffffffffu, weight[c], t);
-              const void* o = state_o(c * 32 + t);
-#pragma unroll
-              for (int i = 0; i < kPerLane; ++i) {
-                const float x = load_state(o, in_o + lane + 32 * i);
-                acc[i] = w > 0.f ? fmaf(w, x, acc[i]) : acc[i];
-              }
-            }
-          }
-        }
+        merge_weights<kLseChunks>(n_states, lane, state_lse, weight, max_lse, sum);
+        if (max_lse != neg_inf())
+          merge_share<kLseChunks>(n_states, share, per_item, lane, weight, state_o,
+                                  [&](const char* o, int e) { return load_state(o, in_o + e); }, acc);
       }
     }
     if (per_item > 1) {  // the shares meet in the item's first warp, in share order
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) shares[warp][lane + 32 * i] = acc[i];
+      for (int i = 0; i < kMergePerLane; ++i) shares[warp][lane + 32 * i] = acc[i];
       __syncthreads();
       if (share == 0)
         for (int p = 1; p < per_item; ++p)
 #pragma unroll
-          for (int i = 0; i < kPerLane; ++i) acc[i] += shares[warp + p][lane + 32 * i];
+          for (int i = 0; i < kMergePerLane; ++i) acc[i] += shares[warp + p][lane + 32 * i];
       __syncthreads();
     }
     if (!merged || share != 0) continue;
-    float inv = sum > 0.f ? 1.f / sum : 0.f;
-    float lse = sum > 0.f ? max_lse + logf(sum) : neg_inf();
-    if (args.sinks) lse = add_sink(lse, args.sinks[head], inv);  // once, after the parts are merged
+    float inv;
+    const float lse = merge_lse(max_lse, sum, args.sinks, head, inv);
     u16* out = static_cast<u16*>(args.o.ptr) + batch * args.o.batch_stride + place * args.o.seq_stride + head * args.o.head_stride;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) out[lane + 32 * i] = float_to_half<fa4cfg::kBf16>(acc[i] * inv);
+    for (int i = 0; i < kMergePerLane; ++i) out[lane + 32 * i] = float_to_half<fa4cfg::kBf16>(acc[i] * inv);
     if (fa4cfg::kWriteLse && lane == 0 && args.lse)
       args.lse[batch * args.out_lse_batch_stride + head * args.out_lse_head_stride + place * args.out_lse_row_stride] = lse;
   }

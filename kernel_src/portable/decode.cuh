@@ -8,12 +8,16 @@
 // - per chunk: S = Q K^T (16 x 16; Q re-read from smem by ldmatrix, so no registers hold it), softcapping,
 //   the mask on boundary chunks only (sequence tail, causal diagonal, window edges), the online softmax of the prefill kernel (softmax.cuh), O += P V;
 // - at the end the warps' states (unnormalised O, row max, row sum) meet in smem over the rings, and the CTA
-//   writes O and the LSE, or with split-KV its part's normalised fp32 O and LSE for the combine kernel.
+//   writes O and the LSE, or with split-KV its part's normalised fp32 O and LSE for the combine kernel;
+// - with split-KV a CTA may run SplitRule::parts_per_cta consecutive parts, one after another, each exactly as
+//   a CTA of its own would; one that ran all of its sequence's parts merges them itself with the combine's
+//   arithmetic (merge.cuh), so the launch needs no combine and the bits are the same.
 // A paged chunk never crosses a page (pages hold a power of two >= 16 keys, chunks start at multiples of 16),
 // so paged K/V cost one page-table read per chunk and load like dense rows.
 #pragma once
 
 #include "common/params.h"
+#include "portable/merge.cuh"
 #include "portable/ptx.cuh"
 #include "portable/smem_tile.cuh"
 #include "portable/softmax.cuh"
@@ -104,166 +108,205 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
   if (row0 >= rows) return;                  // a shorter sequence of a ragged batch: no rows here
   const int diag = seqlen_k - tile.seqlen_q;  // bottom-right alignment: token t's diagonal is key t + diag
 
-  // The sequence's key blocks (a window's span), then this part's share of them.
+  // The sequence's key blocks (a window's span), its parts, and the ones this CTA runs.
   const fa4k::KeyBlocks span = fa4k::key_blocks(tile.seqlen_q, seqlen_k, args.window_left, args.window_right, kTileN);
-  int n_begin = span.first, n_end = span.first + span.count;
-  bool partial = false;  // a part of a cut sequence: normalised fp32 O and LSE to the workspace
+  int parts = 1, part_begin = 0, part_end = 1;
   if (fa4cfg::kSplit) {
-    const int parts = fa4k::split_parts(args.split, true, span.count);
-    if (tile.split >= parts) return;
-    n_begin = span.first + static_cast<int>(static_cast<long long>(span.count) * tile.split / parts);
-    n_end = span.first + static_cast<int>(static_cast<long long>(span.count) * (tile.split + 1) / parts);
-    partial = parts > 1;
+    parts = fa4k::split_parts(args.split, true, span.count);
+    const int per_cta = fa4cfg::kMergedParts > 1 && args.split.parts_per_cta > 1 ? args.split.parts_per_cta : 1;
+    part_begin = tile.split * per_cta;
+    if (part_begin >= parts) return;
+    part_end = fa4cfg::kMergedParts > 1 ? min(parts, part_begin + per_cta) : part_begin + 1;
   }
-  // Keys some row of the tile sees: from the first row's first key to the last row's last (tile.cuh).
-  const int last_token = row_token(min(row0 + kRows, rows) - 1);
-  const int key_end = min(n_end * kTileN, last_key(args, last_token, diag, seqlen_k) + 1);
-  const int chunk_end = key_end <= 0 ? 0 : (key_end + kChunk - 1) / kChunk;
-  const int first_chunk = max(n_begin * kWarps, first_key(args, row_token(row0), diag, seqlen_k) / kChunk) + warp;
-  const int my_chunks = first_chunk < chunk_end ? (chunk_end - first_chunk + kWarps - 1) / kWarps : 0;
-
-  const u16* q_seq = sequence_base(args.q, args.cu_seqlens_q, tile.batch);
+  const bool partial = parts > 1;  // a part of a cut sequence: normalised fp32 O and LSE to the workspace
   const int group = tile.group;
-  const u16* k_seq = kv_base(args, args.k, tile);  // key row 0 of this kv head (paged: page 0)
-  const u16* v_seq = kv_base(args, args.v, tile);
-  const int* pages = args.page_table + static_cast<long long>(tile.batch) * args.max_pages_per_seq;
 
-  const u32 sK = smem_base + fa4cfg::kSmemKOffset + warp * kStages * kKChunkBytes;  // this warp's rings
-  const u32 sV = smem_base + fa4cfg::kSmemVOffset + warp * kStages * kVChunkBytes;
-  auto load_chunk = [&](int chunk, int stage) {
-    const int key0 = chunk * kChunk;
-    long long k_row0 = static_cast<long long>(key0) * args.k.seq_stride;
-    long long v_row0 = static_cast<long long>(key0) * args.v.seq_stride;
-    if constexpr (fa4cfg::kPaged) {
-      const long long page = pages[key0 >> args.page_size_log2];
-      const int slot = key0 & ((1 << args.page_size_log2) - 1);
-      k_row0 = page * args.k.batch_stride + slot * args.k.seq_stride;
-      v_row0 = page * args.v.batch_stride + slot * args.v.seq_stride;
+  // Each part as a CTA of its own would run it: the same chunks per warp, the same merge of the warps.
+  auto run_part = [&](int part) {
+    int n_begin = span.first, n_end = span.first + span.count;
+    if (fa4cfg::kSplit) {
+      n_begin = span.first + static_cast<int>(static_cast<long long>(span.count) * part / parts);
+      n_end = span.first + static_cast<int>(static_cast<long long>(span.count) * (part + 1) / parts);
     }
-    const int l = static_cast<int>(launder(lane));
-    load_tile<kChunk, fa4cfg::kHeadDim, 32>(sK + stage * kKChunkBytes, k_seq + k_row0, args.k.seq_stride, seqlen_k - key0, l);
-    load_tile<kChunk, fa4cfg::kHeadDimV, 32>(sV + stage * kVChunkBytes, v_seq + v_row0, args.v.seq_stride, seqlen_k - key0, l);
+    // Keys some row of the tile sees: from the first row's first key to the last row's last (tile.cuh).
+    const int last_token = row_token(min(row0 + kRows, rows) - 1);
+    const int key_end = min(n_end * kTileN, last_key(args, last_token, diag, seqlen_k) + 1);
+    const int chunk_end = key_end <= 0 ? 0 : (key_end + kChunk - 1) / kChunk;
+    const int first_chunk = max(n_begin * kWarps, first_key(args, row_token(row0), diag, seqlen_k) / kChunk) + warp;
+    const int my_chunks = first_chunk < chunk_end ? (chunk_end - first_chunk + kWarps - 1) / kWarps : 0;
+
+    const u16* q_seq = sequence_base(args.q, args.cu_seqlens_q, tile.batch);
+    const u16* k_seq = kv_base(args, args.k, tile);  // key row 0 of this kv head (paged: page 0)
+    const u16* v_seq = kv_base(args, args.v, tile);
+    const int* pages = args.page_table + static_cast<long long>(tile.batch) * args.max_pages_per_seq;
+
+    const u32 sK = smem_base + fa4cfg::kSmemKOffset + warp * kStages * kKChunkBytes;  // this warp's rings
+    const u32 sV = smem_base + fa4cfg::kSmemVOffset + warp * kStages * kVChunkBytes;
+    auto load_chunk = [&](int chunk, int stage) {
+      const int key0 = chunk * kChunk;
+      long long k_row0 = static_cast<long long>(key0) * args.k.seq_stride;
+      long long v_row0 = static_cast<long long>(key0) * args.v.seq_stride;
+      if constexpr (fa4cfg::kPaged) {
+        const long long page = pages[key0 >> args.page_size_log2];
+        const int slot = key0 & ((1 << args.page_size_log2) - 1);
+        k_row0 = page * args.k.batch_stride + slot * args.k.seq_stride;
+        v_row0 = page * args.v.batch_stride + slot * args.v.seq_stride;
+      }
+      const int l = static_cast<int>(launder(lane));
+      load_tile<kChunk, fa4cfg::kHeadDim, 32>(sK + stage * kKChunkBytes, k_seq + k_row0, args.k.seq_stride, seqlen_k - key0, l);
+      load_tile<kChunk, fa4cfg::kHeadDimV, 32>(sV + stage * kVChunkBytes, v_seq + v_row0, args.v.seq_stride, seqlen_k - key0, l);
+    };
+
+    // Prologue: Q (the first part; warp 0; rows past the sequence zero-filled) in group 0, then each warp's
+    // first kStages - 1 chunks, one group each (empty ones too, so every thread counts the same groups).
+    if (warp == 0 && part == part_begin)
+      load_rows<kRows, fa4cfg::kHeadDim, 32>(
+          sQ, [&](int r) { return q_seq + row_token(row0 + r) * args.q.seq_stride + row_head(group, row0 + r) * args.q.head_stride; },
+          rows - row0, lane);
+    cp_async_commit();
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < my_chunks) load_chunk(first_chunk + s * kWarps, s);
+      cp_async_commit();
+    }
+    cp_async_wait<kStages - 1>();  // Q has landed (this thread's share) ...
+    __syncthreads();               // ... and every thread's
+
+    float o[1][kOTiles][4];
+    float row_max[1][2];
+    init_row_max(row_max, args.scale_log2);
+    float row_sum[1][2] = {{0.f, 0.f}};
+#pragma unroll
+    for (int ot = 0; ot < kOTiles; ++ot)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[0][ot][e] = 0.f;
+
+    const int first_row_last = last_key(args, row_token(row0), diag, seqlen_k);  // the last key every row sees ...
+    const int last_row_first = first_key(args, last_token, diag, seqlen_k);     // ... and the first
+    int stage = 0;
+    for (int i = 0; i < my_chunks; ++i) {
+      // Chunk i has landed for every lane, and every lane is done with chunk i - 1, whose stage is refilled.
+      cp_async_wait<kStages - 2>();
+      __syncwarp();
+      const int ahead = i + kStages - 1;
+      if (ahead < my_chunks) load_chunk(first_chunk + ahead * kWarps, ahead % kStages);
+      cp_async_commit();
+
+      float s[1][2][4];
+      qk_chunk(s, sQ, sK + stage * kKChunkBytes, lane);
+      const int key0 = (first_chunk + i * kWarps) * kChunk;
+      if (fa4cfg::kSoftcap) softcap_block(s, args.softcap_scale);
+      if (key0 + kChunk > seqlen_k || key0 + kChunk - 1 > first_row_last || (fa4cfg::kWindow && key0 < last_row_first))
+        mask_block(s, row0, key0, lane, seqlen_k, diag, args);
+      u32 p[1][2][2];
+      softmax_block(s, p, o, row_max, row_sum, args.scale_log2);
+      pv_chunk(o, p, sV + stage * kVChunkBytes, lane);
+      stage = stage + 1 == kStages ? 0 : stage + 1;
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // every warp is done with the rings: the merge buffers lie over them
+
+    // Each warp's state to smem: O[row][col] unnormalised, then its row max and (quad-summed) row sum.
+    float* merge = reinterpret_cast<float*>(smem + fa4cfg::kSmemMergeOffset);
+    float* stats = reinterpret_cast<float*>(smem + fa4cfg::kSmemStatsOffset);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = (lane >> 2) + 8 * h;
+      float sum = row_sum[0][h];
+      sum += shfl_xor(sum, 1);
+      sum += shfl_xor(sum, 2);
+      if ((lane & 3) == 0) {
+        stats[warp * 2 * kRows + r] = row_max[0][h];
+        stats[warp * 2 * kRows + kRows + r] = sum;
+      }
+      float* out = merge + (warp * kRows + r) * fa4cfg::kHeadDimV + 2 * (lane & 3);
+#pragma unroll
+      for (int ot = 0; ot < kOTiles; ++ot) *reinterpret_cast<float2*>(out + ot * 8) = make_float2(o[0][ot][2 * h], o[0][ot][2 * h + 1]);
+    }
+    __syncthreads();
+
+    // The merge: the warps' states weighed against the largest max (a warp without keys weighs 0), 8 output
+    // columns (one 16-byte store) per item.
+    constexpr int kVecs = fa4cfg::kHeadDimV / 8;
+    u16* o_seq = const_cast<u16*>(sequence_base(args.o, args.cu_seqlens_q, tile.batch));
+    for (int item = tid; item < kRows * kVecs; item += fa4cfg::kThreads) {
+      const int r = item / kVecs, vec = item % kVecs;
+      const int row = row0 + r;
+      if (row >= rows) continue;
+      float max = neg_inf();
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) max = fmaxf(max, stats[w * 2 * kRows + r]);
+      float weight[kWarps], sum = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        weight[w] = max == neg_inf() ? 0.f : exp2_approx((stats[w * 2 * kRows + r] - max) * args.scale_log2);
+        sum += weight[w] * stats[w * 2 * kRows + kRows + r];
+      }
+      float inv = sum > 0.f ? rcp_approx(sum) : 0.f;
+      const float kLn2 = 0.693147180559945309f;
+      float lse = sum > 0.f ? (max * args.scale_log2 + log2_approx(sum)) * kLn2 : neg_inf();
+      const int token = row_token(row), head = row_head(group, row);
+      if (fa4cfg::kSinks && !partial) lse = add_sink(lse, args.sinks[head], inv);  // split: in the combine
+      float acc[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float4* in = reinterpret_cast<const float4*>(merge + (w * kRows + r) * fa4cfg::kHeadDimV + vec * 8);
+        const float4 lo = in[0], hi = in[1];
+        const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[j] += weight[w] * x[j];
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] *= inv;
+      const long long global_row = tile.row_base + token;
+      if (partial) {
+        const long long rows_per_part = args.split.partial_rows;
+        const long long at = fa4k::partial_row(args.split, tile.batch, token, global_row);
+        const long long state = part * rows_per_part + at;
+        float4* out = reinterpret_cast<float4*>(args.o_partial + (state * args.heads_q + head) * fa4cfg::kHeadDimV + vec * 8);
+        out[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        out[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+        if (vec == 0) args.lse_partial[(static_cast<long long>(part) * args.heads_q + head) * rows_per_part + at] = lse;
+        continue;
+      }
+      const u32 packed[4] = {pack_half2<fa4cfg::kBf16>(acc[0], acc[1]), pack_half2<fa4cfg::kBf16>(acc[2], acc[3]),
+                             pack_half2<fa4cfg::kBf16>(acc[4], acc[5]), pack_half2<fa4cfg::kBf16>(acc[6], acc[7])};
+      st_global_v4(o_seq + token * args.o.seq_stride + head * args.o.head_stride + vec * 8, packed);
+      if (fa4cfg::kWriteLse && vec == 0) {
+        args.lse[lse_index(args, tile, head, token)] = lse;
+      }
+    }
+    if (fa4cfg::kMergedParts > 1) __syncthreads();  // the merge buffers are read: the next part may refill the rings
   };
-
-  // Prologue: Q (warp 0; rows past the sequence zero-filled) in group 0, then each warp's first kStages - 1
-  // chunks, one group each (empty ones too, so every thread counts the same groups).
-  if (warp == 0)
-    load_rows<kRows, fa4cfg::kHeadDim, 32>(
-        sQ, [&](int r) { return q_seq + row_token(row0 + r) * args.q.seq_stride + row_head(group, row0 + r) * args.q.head_stride; },
-        rows - row0, lane);
-  cp_async_commit();
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < my_chunks) load_chunk(first_chunk + s * kWarps, s);
-    cp_async_commit();
+  // A loop, even of one trip, cost the dv 256 kernels 12 registers (and spills): one part runs without it.
+  if constexpr (fa4cfg::kMergedParts > 1) {
+    for (int part = part_begin; part < part_end; ++part) run_part(part);
+  } else {
+    run_part(part_begin);
   }
-  cp_async_wait<kStages - 1>();  // Q has landed (this thread's share) ...
-  __syncthreads();               // ... and every thread's
 
-  float o[1][kOTiles][4];
-  float row_max[1][2];
-  init_row_max(row_max, args.scale_log2);
-  float row_sum[1][2] = {{0.f, 0.f}};
+  // Every part of the sequence ran here: merge them as the combine kernel would (merge.cuh, the same
+  // shares), from the workspace rows this CTA wrote (visible to its threads after the barrier above), a
+  // warp per packed row.
+  if (fa4cfg::kSplit && fa4cfg::kMergedParts > 1 && partial && part_begin == 0 && part_end == parts) {
+    const long long rows_per_part = args.split.partial_rows;
+    u16* o_seq = const_cast<u16*>(sequence_base(args.o, args.cu_seqlens_q, tile.batch));
+    for (int r = warp; r < kRows && row0 + r < rows; r += kWarps) {
+      const int token = row_token(row0 + r), head = row_head(group, row0 + r);
+      const long long at = fa4k::partial_row(args.split, tile.batch, token, tile.row_base + token);
+      float acc[kMergePerLane], inv;
+      const float lse = merge_row<kMergeSplitChunks>(
+          parts, args.split.merge_shares, lane,
+          [&](int s) { return args.lse_partial[(static_cast<long long>(s) * args.heads_q + head) * rows_per_part + at]; },
+          [&](int s) { return args.o_partial + ((s * rows_per_part + at) * args.heads_q + head) * fa4cfg::kHeadDimV; },
+          [](const float* o, int e) { return o[e]; },
+          fa4cfg::kSinks ? args.sinks : nullptr, head, acc, inv);
+      u16* out = o_seq + token * args.o.seq_stride + head * args.o.head_stride;
 #pragma unroll
-  for (int ot = 0; ot < kOTiles; ++ot)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[0][ot][e] = 0.f;
-
-  const int first_row_last = last_key(args, row_token(row0), diag, seqlen_k);  // the last key every row sees ...
-  const int last_row_first = first_key(args, last_token, diag, seqlen_k);     // ... and the first
-  int stage = 0;
-  for (int i = 0; i < my_chunks; ++i) {
-    // Chunk i has landed for every lane, and every lane is done with chunk i - 1, whose stage is refilled.
-    cp_async_wait<kStages - 2>();
-    __syncwarp();
-    const int ahead = i + kStages - 1;
-    if (ahead < my_chunks) load_chunk(first_chunk + ahead * kWarps, ahead % kStages);
-    cp_async_commit();
-
-    float s[1][2][4];
-    qk_chunk(s, sQ, sK + stage * kKChunkBytes, lane);
-    const int key0 = (first_chunk + i * kWarps) * kChunk;
-    if (fa4cfg::kSoftcap) softcap_block(s, args.softcap_scale);
-    if (key0 + kChunk > seqlen_k || key0 + kChunk - 1 > first_row_last || (fa4cfg::kWindow && key0 < last_row_first))
-      mask_block(s, row0, key0, lane, seqlen_k, diag, args);
-    u32 p[1][2][2];
-    softmax_block(s, p, o, row_max, row_sum, args.scale_log2);
-    pv_chunk(o, p, sV + stage * kVChunkBytes, lane);
-    stage = stage + 1 == kStages ? 0 : stage + 1;
-  }
-  cp_async_wait<0>();
-  __syncthreads();  // every warp is done with the rings: the merge buffers lie over them
-
-  // Each warp's state to smem: O[row][col] unnormalised, then its row max and (quad-summed) row sum.
-  float* merge = reinterpret_cast<float*>(smem + fa4cfg::kSmemMergeOffset);
-  float* stats = reinterpret_cast<float*>(smem + fa4cfg::kSmemStatsOffset);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = (lane >> 2) + 8 * h;
-    float sum = row_sum[0][h];
-    sum += shfl_xor(sum, 1);
-    sum += shfl_xor(sum, 2);
-    if ((lane & 3) == 0) {
-      stats[warp * 2 * kRows + r] = row_max[0][h];
-      stats[warp * 2 * kRows + kRows + r] = sum;
-    }
-    float* out = merge + (warp * kRows + r) * fa4cfg::kHeadDimV + 2 * (lane & 3);
-#pragma unroll
-    for (int ot = 0; ot < kOTiles; ++ot) *reinterpret_cast<float2*>(out + ot * 8) = make_float2(o[0][ot][2 * h], o[0][ot][2 * h + 1]);
-  }
-  __syncthreads();
-
-  // The merge: the warps' states weighed against the largest max (a warp without keys weighs 0), 8 output
-  // columns (one 16-byte store) per item.
-  constexpr int kVecs = fa4cfg::kHeadDimV / 8;
-  u16* o_seq = const_cast<u16*>(sequence_base(args.o, args.cu_seqlens_q, tile.batch));
-  for (int item = tid; item < kRows * kVecs; item += fa4cfg::kThreads) {
-    const int r = item / kVecs, vec = item % kVecs;
-    const int row = row0 + r;
-    if (row >= rows) continue;
-    float max = neg_inf();
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) max = fmaxf(max, stats[w * 2 * kRows + r]);
-    float weight[kWarps], sum = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      weight[w] = max == neg_inf() ? 0.f : exp2_approx((stats[w * 2 * kRows + r] - max) * args.scale_log2);
-      sum += weight[w] * stats[w * 2 * kRows + kRows + r];
-    }
-    float inv = sum > 0.f ? rcp_approx(sum) : 0.f;
-    const float kLn2 = 0.693147180559945309f;
-    float lse = sum > 0.f ? (max * args.scale_log2 + log2_approx(sum)) * kLn2 : neg_inf();
-    const int token = row_token(row), head = row_head(group, row);
-    if (fa4cfg::kSinks && !partial) lse = add_sink(lse, args.sinks[head], inv);  // split: in the combine
-    float acc[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[j] = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float4* in = reinterpret_cast<const float4*>(merge + (w * kRows + r) * fa4cfg::kHeadDimV + vec * 8);
-      const float4 lo = in[0], hi = in[1];
-      const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j] += weight[w] * x[j];
-    }
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[j] *= inv;
-    const long long global_row = tile.row_base + token;
-    if (partial) {
-      const long long rows_per_part = args.split.partial_rows;
-      const long long at = fa4k::partial_row(args.split, tile.batch, token, global_row);
-      const long long state = tile.split * rows_per_part + at;
-      float4* out = reinterpret_cast<float4*>(args.o_partial + (state * args.heads_q + head) * fa4cfg::kHeadDimV + vec * 8);
-      out[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-      out[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-      if (vec == 0) args.lse_partial[(static_cast<long long>(tile.split) * args.heads_q + head) * rows_per_part + at] = lse;
-      continue;
-    }
-    const u32 packed[4] = {pack_half2<fa4cfg::kBf16>(acc[0], acc[1]), pack_half2<fa4cfg::kBf16>(acc[2], acc[3]),
-                           pack_half2<fa4cfg::kBf16>(acc[4], acc[5]), pack_half2<fa4cfg::kBf16>(acc[6], acc[7])};
-    st_global_v4(o_seq + token * args.o.seq_stride + head * args.o.head_stride + vec * 8, packed);
-    if (fa4cfg::kWriteLse && vec == 0) {
-      args.lse[lse_index(args, tile, head, token)] = lse;
+      for (int i = 0; i < kMergePerLane; ++i) out[lane + 32 * i] = float_to_half<fa4cfg::kBf16>(acc[i] * inv);
+      if (fa4cfg::kWriteLse && lane == 0) args.lse[lse_index(args, tile, head, token)] = lse;
     }
   }
 }

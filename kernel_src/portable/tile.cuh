@@ -11,7 +11,8 @@ namespace fa4p {
 // Which tile a CTA computes, and its sequence: m fastest so neighbouring CTAs share K/V in L2; causal
 // launches the longest rows (highest m_block) first. Per-sequence lengths and row offsets come from the
 // device arrays when the call is ragged, else from the dense shape.
-// Split-KV: every (m block, part) is a tile (a sequence with fewer parts than the grid's skips the rest).
+// Split-KV: every (m block, CTA of parts) is a tile (a sequence with fewer parts than the grid's skips the
+// rest; SplitRule::parts_per_cta consecutive parts a CTA).
 struct Tile {
   int m_block, group, batch, split, row0;  // row0: the tile's first packed row
   int seqlen_q, seqlen_k;                  // this sequence's
@@ -20,7 +21,7 @@ struct Tile {
 __device__ __forceinline__ Tile tile_of(const fa4k::AttentionArgs& a, int index) {
   const int num_m = a.num_m_blocks;
   const int groups = a.heads_q / fa4cfg::kGqaPack;
-  const int splits = fa4cfg::kSplit ? a.max_splits : 1;
+  const int splits = fa4cfg::kSplit ? fa4k::split_ctas(a.split, a.max_splits) : 1;
   Tile t;
   int m;
   if (fa4cfg::kDecode) {  // m, then the head group, then the part: neighbouring CTAs read the same keys of

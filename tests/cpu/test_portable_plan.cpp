@@ -248,7 +248,8 @@ Problem split_decode_problem() {
 
 // Split-KV's rule (params.h split_parts, launch.cpp split_rule): explicit parts as asked; with num_splits 0
 // parts of at least split_blocks blocks, at most enough parts per sequence for a CTA on every SM across the
-// head groups, and only decode sequences are cut; every (m block, part) is a tile. A sequence's parts do not depend on the batch.
+// head groups, and only decode sequences are cut; every (m block, CTA of parts) is a tile. A sequence's parts do not
+// depend on the batch (the CTAs that run them do).
 TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   KernelKey key = portable_key(128, 128);
   key.decode = true, key.gqa_pack = 4, key.split = true;
@@ -277,11 +278,24 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   fill_schedule(plan, problem, args);
   EXPECT_EQ(fa4k::split_parts(args.split, false, 131072 / plan.tile_n), 1);
   EXPECT_EQ(args.decode_seqlen_q, 8);
-  // Every (m block, part) of a decode sequence is a tile.
+  // Every (m block, CTA of parts) of a decode sequence is a tile: a CTA a part, but for a batch that fills
+  // the SMs with sequences of at most two parts, whose CTA runs both and merges them (no combine).
   problem.params.seqlen_q = 8;  // 32 packed rows: two m blocks
-  problem.params.batch = 3;
+  problem.params.batch = 64;    // 64 x 8 x 2 CTAs at one part
   fill_schedule(plan, problem, args);
-  EXPECT_EQ(args.total_tiles, 2 * args.max_splits * 8 * 3);
+  EXPECT_EQ(args.max_splits, 17);
+  EXPECT_EQ(args.split.parts_per_cta, 1) << "17 parts: a CTA each";
+  EXPECT_EQ(args.total_tiles, 2 * 17 * 8 * 64);
+  problem.params.seqlen_k = 2 * min_part;
+  fill_schedule(plan, problem, args);
+  EXPECT_EQ(args.max_splits, 2);
+  EXPECT_EQ(args.split.parts_per_cta, 2) << "2 parts, 1024 CTAs at one part: one CTA runs both";
+  EXPECT_EQ(fa4k::split_ctas(args.split, args.max_splits), 1);
+  EXPECT_EQ(args.total_tiles, 2 * 1 * 8 * 64);
+  problem.params.batch = 3;  // 48 CTAs at one part: a CTA each
+  fill_schedule(plan, problem, args);
+  EXPECT_EQ(args.split.parts_per_cta, 1);
+  EXPECT_EQ(args.total_tiles, 2 * 2 * 8 * 3);
 }
 
 // The combine shares a row's states among as many warps as fix the order of its sum: that choice must not

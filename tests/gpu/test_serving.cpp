@@ -693,7 +693,10 @@ INSTANTIATE_TEST_SUITE_P(Sm90, ServingShapes, ::testing::ValuesIn(sm90_serving_c
 INSTANTIATE_TEST_SUITE_P(Sm100Emulated, ServingShapes, ::testing::ValuesIn(sm100_serving_cases()), serving_name);
 
 // A sequence's output does not depend on the rest of the batch: decode sequence 0 alone, then next to
-// others of other lengths, with num_splits 0 and a workspace: the same bits.
+// others of other lengths, with num_splits 0 and a workspace: the same bits. Alone, each of its parts takes a
+// CTA and the combine kernel merges them; in a batch of 200 sequences of at most two parts (400 CTAs at one
+// part, more than any GPU's SMs) one CTA runs both parts of a sequence and merges them itself
+// (SplitRule::parts_per_cta).
 TEST(ServingShapes, SplitResultsAreBatchInvariant) {
   FA4_REQUIRE_GPU();
   PrimaryContext context;
@@ -709,16 +712,28 @@ TEST(ServingShapes, SplitResultsAreBatchInvariant) {
   batch.seqlens_k = {3000, 9000, 400};
   // The same seed and ragged (not paged) storage: sequence 0's q, k and v are the first elements drawn in
   // both problems (a page pool is shuffled, so its pages would differ).
-  const ServingResult a = Serving(alone, 7).run(attention), b = Serving(batch, 7).run(attention);
-  ASSERT_TRUE(a.passed) << a.failures;
-  ASSERT_TRUE(b.passed) << b.failures;
+  ServingCase short_alone = alone;
+  short_alone.name = "short_alone";
+  short_alone.seqlens_k = {1000};  // two parts
+  ServingCase large = short_alone;
+  large.name = "large";
+  for (int i = 1; i < 200; ++i) {
+    large.seqlens_q.push_back(1 + i % 3);
+    large.seqlens_k.push_back(i % 9 == 4 ? 0 : 1 + 5 * i);
+  }
   const size_t seq0 = static_cast<size_t>(alone.heads_q) * alone.dv;
-  size_t differ = 0;
-  std::ostringstream first;
-  for (size_t i = 0; i < seq0; ++i)
-    if (a.o[i] != b.o[i] && differ++ < 4)
-      first << "\n  o[" << i << "]: alone " << from_half(DType::bf16, a.o[i]) << ", in the batch " << from_half(DType::bf16, b.o[i]);
-  EXPECT_EQ(differ, 0u) << "sequence 0 changed with its batch:" << first.str();
+  for (auto [one, c] : {std::pair{alone, batch}, {short_alone, large}}) {
+    const ServingResult a = Serving(one, 7).run(attention);
+    ASSERT_TRUE(a.passed) << one.name << ": " << a.failures;
+    const ServingResult b = Serving(c, 7).run(attention);
+    ASSERT_TRUE(b.passed) << c.name << ": " << b.failures;
+    size_t differ = 0;
+    std::ostringstream first;
+    for (size_t i = 0; i < seq0; ++i)
+      if (a.o[i] != b.o[i] && differ++ < 4)
+        first << "\n  o[" << i << "]: alone " << from_half(DType::bf16, a.o[i]) << ", in the batch " << from_half(DType::bf16, b.o[i]);
+    EXPECT_EQ(differ, 0u) << "sequence 0 changed with its batch (" << c.name << "):" << first.str();
+  }
 }
 
 // Attention::merge: two halves of the keys, each run with its LSE, merged, equal the whole.

@@ -229,9 +229,12 @@ std::string split_section(KernelConfig config, int arch, const detail::MaskShape
     fa4k::AttentionArgs args{};
     detail::fill_schedule(plan, problem, args);
     const long long blocks = (p.seqlen_k + plan.tile_n - 1) / plan.tile_n;
+    const int per_cta = std::max(1, args.split.parts_per_cta);
     os << (by_batch ? "  split_by_batch:  " : "  batch-invariant: ") << parts << " part(s) of about "
-       << (parts > 0 ? (blocks + parts - 1) / parts * plan.tile_n : 0) << " keys, " << args.total_tiles << " CTAs; "
-       << (parts > 1 ? "a combine merges them" : "no combine") << "; workspace_size "
+       << (parts > 0 ? (blocks + parts - 1) / parts * plan.tile_n : 0) << " keys, " << args.total_tiles << " CTAs"
+       << (per_cta > 1 ? " of " + std::to_string(std::min(per_cta, parts)) + " parts each" : "") << "; "
+       << (parts > per_cta ? "a combine merges them" : parts > 1 ? "each CTA merges its sequence's parts" : "no combine")
+       << "; workspace_size "
        << detail::split_layout(plan, problem, /*any_smaller_batch=*/true).bytes() << " B\n";
   }
   return os.str();
