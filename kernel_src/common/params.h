@@ -122,9 +122,10 @@ struct AttentionArgs {
   int decode_seqlen_q;
 
   // Split-KV kernels: a sequence's key blocks in parts (split_parts), each part's rows written to o_partial /
-  // lse_partial and merged by the combine kernel; a sequence in one part is written directly.
+  // lse_partial and merged by the combine kernel, or by the decode CTA that ran all of them
+  // (SplitRule::parts_per_cta); a sequence in one part is written directly.
   SplitRule split;
-  int max_splits;            // the grid's split dimension: the most parts any sequence can have
+  int max_splits;            // the most parts any sequence can have (the grid's split dimension: split_ctas)
   float* o_partial;          // fp32 [max_splits][split.partial_rows][heads_q][dv] (rows: partial_row)
   float* lse_partial;        // fp32 [max_splits][heads_q][split.partial_rows], natural log; -inf for a part without keys
 };

@@ -1,8 +1,8 @@
 // Portable decode attention for sm_80 and newer: a few query rows per kv head (the q heads sharing it times
 // the new tokens, at most 32 packed rows) against a long KV cache. The work is reading K and V once, so the
 // kernel keeps many bytes in flight and does little else:
-// - a CTA takes one 16-row tile of one (sequence, kv head group, split part); its warps share the rows and
-//   split the keys: warp w takes the 16-key chunks w, w + W, w + 2W, ... of the CTA's keys;
+// - a CTA takes one 16-row tile of one (sequence, kv head group, split part or parts); its warps share the
+//   rows and split the keys: warp w takes the 16-key chunks w, w + W, w + 2W, ... of the CTA's keys;
 // - each warp streams its chunks through its own kKvStages-deep cp.async ring and waits only on itself
 //   (cp.async.wait_group, then __syncwarp), so no warp ever waits for another inside the loop;
 // - per chunk: S = Q K^T (16 x 16; Q re-read from smem by ldmatrix, so no registers hold it), softcapping,
@@ -246,7 +246,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
       const float kLn2 = 0.693147180559945309f;
       float lse = sum > 0.f ? (max * args.scale_log2 + log2_approx(sum)) * kLn2 : neg_inf();
       const int token = row_token(row), head = row_head(group, row);
-      if (fa4cfg::kSinks && !partial) lse = add_sink(lse, args.sinks[head], inv);  // split: in the combine
+      if (fa4cfg::kSinks && !partial) lse = add_sink(lse, args.sinks[head], inv);  // split: in the merge
       float acc[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[j] = 0.f;

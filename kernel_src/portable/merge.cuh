@@ -9,6 +9,7 @@
 // p + shares, ...; the combine kernel gives each share a warp), then the shares in order.
 #pragma once
 
+#include "common/params.h"
 #include "portable/ptx.cuh"
 
 namespace fa4p {

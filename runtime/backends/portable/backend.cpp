@@ -146,7 +146,7 @@ Plan decode_plan(const KernelKey& key) {
   plan.kv_stages = stages;
   plan.split_blocks = key.split ? kDecodeSplitBlocks : 0;
   // On the H200, CTAs that each ran all of a sequence's parts: 2 parts (1k keys) 1.07-1.18x the CTA a part
-  // with a combine; 8 parts (4k keys) 0.96-0.99x (each part after the first restarts the K/V rings), and CTAs
+  // with a combine; 8 parts (4k keys) 0.97-0.98x (each part after the first restarts the K/V rings), and CTAs
   // of 3 parts still followed by a combine 0.89x. At dv 256 the loop over parts costs registers: one part.
   plan.merged_parts = key.split && dv <= 192 ? 2 : 1;
   plan.rescale_threshold_log2 = 8;
