@@ -298,6 +298,35 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   EXPECT_EQ(args.total_tiles, 2 * 2 * 8 * 3);
 }
 
+// The premise of the GPU test ServingShapes.SplitResultsAreBatchInvariant: its sequence of 1000 keys (8/2
+// heads, d128) has two parts, merged by the combine when alone and by its own CTA in the batch of 200, on
+// any GPU of up to 400 SMs; at dv 256 the Plan keeps one part a CTA.
+TEST(PortablePlan, TheInvarianceTestsBatchRunsTheCtaMerge) {
+  for (int arch : {80, 90, 100}) {
+    KernelKey key = portable_key(128, 128);
+    key.arch = arch, key.decode = true, key.gqa_pack = 4, key.split = true;
+    const Plan plan = make_plan(key);
+    EXPECT_EQ(plan.merged_parts, 2);
+    Problem problem = split_decode_problem();
+    problem.params.heads_q = 8, problem.params.heads_kv = 2, problem.params.seqlen_q = 3;
+    problem.params.seqlen_k = 1000;
+    for (int sms : {108, 132, 148, 400}) {
+      problem.sm_count = sms;
+      fa4k::AttentionArgs args{};
+      problem.params.batch = 1;
+      fill_schedule(plan, problem, args);
+      EXPECT_EQ(args.max_splits, 2) << "arch " << arch;
+      EXPECT_EQ(args.split.parts_per_cta, 1) << "alone: the combine merges, arch " << arch << ", " << sms << " SMs";
+      problem.params.batch = 200;
+      fill_schedule(plan, problem, args);
+      EXPECT_EQ(args.split.parts_per_cta, 2) << "in the batch: the CTA merges, arch " << arch << ", " << sms << " SMs";
+    }
+  }
+  KernelKey wide = portable_key(256, 256);
+  wide.decode = true, wide.gqa_pack = 4, wide.split = true;
+  EXPECT_EQ(make_plan(wide).merged_parts, 1);
+}
+
 // The combine shares a row's states among as many warps as fix the order of its sum: that choice must not
 // follow the call's longest sequence, or a sequence's bits would change with its batch.
 TEST(PortablePlan, CombineWarpsPerRowDoNotDependOnTheBatch) {
