@@ -74,12 +74,11 @@ long long sm_slots(const Problem& problem) { return std::max(1LL, static_cast<lo
 
 // After split-KV a row can have up to kMaxSplits parts: where the cap on a row's parts reaches 16, 4 warps
 // share each row's states in the combine (enough loads in flight when one sequence alone is cut into
-// hundreds of parts), else one warp takes a row (SplitRule::merge_shares). The cap comes from
-// what bounds a row's parts without the batch (num_splits, or the rule's cap: the device and heads only
-// unless split_by_batch), never from the call's longest sequence: a sequence's bits stay the same whatever
-// else is in the batch.
-constexpr int kCombineWarpsPerSplitRow = 4;
-constexpr int kCombineSharedFromParts = 16;
+// hundreds of parts), else one warp takes a row (SplitRule::merge_shares). The cap comes from what bounds a
+// row's parts without the batch (num_splits, or the rule's cap: the device and heads only unless
+// split_by_batch), never from the call's longest sequence: a sequence's bits stay the same whatever else is
+// in the batch.
+int merge_shares(int parts_cap) { return parts_cap >= 16 ? 4 : 1; }
 
 fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   const AttentionParams& p = problem.params;
@@ -105,14 +104,13 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
     r.split_blocks = static_cast<int>(std::clamp((c * c + 2 * sms - 1) / (2 * sms), 1LL, 1LL << 30));
     const long long most = std::min(sms / ctas, std::max(kBatchSplitMinCap, (blocks + plan.split_blocks - 1) / plan.split_blocks));
     r.max_parts = static_cast<int>(std::clamp(most, 1LL, static_cast<long long>(kMaxSplits)));
-    r.merge_shares = r.max_parts >= kCombineSharedFromParts ? kCombineWarpsPerSplitRow : 1;
+    r.merge_shares = merge_shares(r.max_parts);
     return r;
   }
   const long long groups = head_groups(plan, problem);
   const long long slots = kSplitCtasPerSm * sm_slots(problem);
   r.max_parts = static_cast<int>(std::min<long long>(kMaxSplits, std::max(1LL, (slots + groups - 1) / groups)));
-  const int parts_cap = p.num_splits > 0 ? static_cast<int>(p.num_splits) : r.max_parts;
-  r.merge_shares = parts_cap >= kCombineSharedFromParts ? kCombineWarpsPerSplitRow : 1;
+  r.merge_shares = merge_shares(p.num_splits > 0 ? static_cast<int>(p.num_splits) : r.max_parts);
   // Batch-invariant decode: a sequence's parts depend on its length only, but the CTAs that run them may
   // follow the batch. With C CTAs at one part per sequence and S SMs, a large batch (C >= S) of short
   // sequences (at most Plan::merged_parts parts) runs each sequence in one CTA, which merges its parts
