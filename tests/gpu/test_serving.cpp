@@ -721,8 +721,13 @@ TEST(ServingShapes, SplitResultsAreBatchInvariant) {
     large.seqlens_q.push_back(1 + i % 3);
     large.seqlens_k.push_back(i % 9 == 4 ? 0 : 1 + 5 * i);
   }
+  // The same with attention sinks, which the merge adds once (the CTA's merge and the combine alike).
+  ServingCase short_sinks = short_alone, large_sinks = large;
+  short_sinks.sinks = large_sinks.sinks = true;
+  short_sinks.sink_mean = large_sinks.sink_mean = 1;
+  short_sinks.name = "short_alone_sinks", large_sinks.name = "large_sinks";
   const size_t seq0 = static_cast<size_t>(alone.heads_q) * alone.dv;
-  for (auto [one, c] : {std::pair{alone, batch}, {short_alone, large}}) {
+  for (auto [one, c] : {std::pair{alone, batch}, {short_alone, large}, {short_sinks, large_sinks}}) {
     const ServingResult a = Serving(one, 7).run(attention);
     ASSERT_TRUE(a.passed) << one.name << ": " << a.failures;
     const ServingResult b = Serving(c, 7).run(attention);
