@@ -94,12 +94,21 @@ FA4_LAYOUT_HD constexpr OperandStep mnmajor_step(Swizzle s, u32 k_rows, u32 k0) 
   return {tile_offset(s, k_rows, k0, 0), k_rows * swizzle_span(s), 8u * swizzle_span(s)};
 }
 
-// The same for a tile laid out in pieces of `piece` rows (a power of two dividing rows, or rows itself), each
-// piece its boxes one after another (a copy of whole rows, fa4k::load_kv_block): a K=16 step lies inside
-// one piece, whose boxes are piece * span apart. piece = rows gives mnmajor_step.
+// A tile of `rows` rows and `cols` 16-bit columns laid out in pieces of `piece` rows (a power of two dividing
+// rows, or rows itself), each piece its boxes of `span`-byte rows one after another (a copy of whole rows,
+// fa4k::load_kv_block): where row `row` of the first box lies; the piece's next box is piece * span on.
+// piece = rows is the box-by-box tile.
+// (T: u32 for descriptors, int where the kernels index shared memory.)
+template <class T>
+FA4_LAYOUT_HD constexpr T pieced_row_offset(T rows, T cols, T span, T piece, T row) {
+  const T in_piece = piece == rows ? row : row & (piece - 1);
+  return (row - in_piece) * cols * 2 + in_piece * span;
+}
+
+// mnmajor_step for such a tile: a K=16 step lies inside one piece, whose boxes are piece * span apart.
+// piece = rows gives mnmajor_step.
 FA4_LAYOUT_HD constexpr OperandStep pieced_mnmajor_step(Swizzle s, u32 rows, u32 cols, u32 piece, u32 k0) {
-  const u32 in_piece = piece == rows ? k0 : k0 & (piece - 1);
-  return {(k0 - in_piece) * cols * 2 + in_piece * swizzle_span(s), piece * swizzle_span(s), 8u * swizzle_span(s)};
+  return {pieced_row_offset(rows, cols, swizzle_span(s), piece, k0), piece * swizzle_span(s), 8u * swizzle_span(s)};
 }
 
 // Descriptor address fields: bytes >> 4 in 14 bits (shared memory addresses are below 256 KiB).

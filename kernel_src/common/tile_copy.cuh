@@ -37,8 +37,7 @@ __device__ __forceinline__ void zero_tile_rows(char* tile, int first, int thread
 #pragma unroll 1
   for (int i = thread; i < rows * kBoxes * kChunks; i += threads) {
     const int chunk = i % kChunks, row = first + i / kChunks % rows, box = i / (kChunks * rows);
-    const int in_piece = piece == kRows ? row : row & (piece - 1);
-    *reinterpret_cast<uint4*>(tile + (row - in_piece) * kCols * 2 + box * piece * kSpan + in_piece * kSpan + chunk * 16) =
+    *reinterpret_cast<uint4*>(tile + fa4::pieced_row_offset(kRows, kCols, kSpan, piece, row) + box * piece * kSpan + chunk * 16) =
         make_uint4(0, 0, 0, 0);
   }
 }

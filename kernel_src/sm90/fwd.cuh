@@ -410,7 +410,7 @@ __device__ __forceinline__ void issue_pv(float (&o)[kDv / 2], const u32 (&p)[kN 
   const u32 v_base = opaque(smem_u32(v_tile));
 #pragma unroll
   for (int kk = 0; kk < kN / 16; ++kk) {
-    const OperandStep vb = pieced_mnmajor_step(kSwizzle, kN, kDv, kPaged ? v_piece : kN, kk * 16);
+    const OperandStep vb = pieced_mnmajor_step(kSwizzle, kN, kDv, v_piece, kk * 16);
     PvMma::rs(o, p[kk], make_wgmma_desc(v_base + vb.start, vb.lbo, vb.sbo, kSwizzle), accumulate || kk > 0 ? 1u : 0u);
   }
 }
@@ -533,7 +533,7 @@ __device__ __forceinline__ void clean_v_tail(char* v_tile, const Work& w, int wg
     if (valid >= kN) return;
     valid = valid > 0 ? valid : 0;  // (lengths that break their rules must not write outside the slot)
     if (wg == 0) {
-      fa4k::zero_tile_rows<kN, kDv, kSpan>(v_tile, valid, threadIdx.x % 128, 128, kPaged ? v_piece : kN);
+      fa4k::zero_tile_rows<kN, kDv, kSpan>(v_tile, valid, threadIdx.x % 128, 128, v_piece);
       fence_proxy_async_shared();  // the zeros are visible to the wgmmas (async proxy)
     }
     named_barrier_sync(kTailBarrier, kConsumerThreads);
