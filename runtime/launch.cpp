@@ -63,11 +63,11 @@ long long head_groups(const Plan& plan, const Problem& problem) {
 }
 long long longest_key_blocks(const Problem& problem, int tile_n) { return (problem.params.seqlen_k + tile_n - 1) / tile_n; }
 
-// A sequence's CTAs in a split kernel's launch at one part: head groups x m blocks.
-long long ctas_per_part(const Plan& plan, const Problem& problem) {
+// The CTAs of a split kernel's launch at one part per sequence: batch x head groups x m blocks.
+long long ctas_at_one_part(const Plan& plan, const Problem& problem) {
   const long long rows_per_cta = static_cast<long long>(plan.tile_m) * plan.q_tiles;
   const long long m_blocks = (served_seqlen_q(plan, problem) * plan.key.gqa_pack + rows_per_cta - 1) / rows_per_cta;
-  return std::max(1LL, head_groups(plan, problem) * m_blocks);
+  return std::max<long long>(1, problem.params.batch) * std::max(1LL, head_groups(plan, problem) * m_blocks);
 }
 
 long long sm_slots(const Problem& problem) { return std::max(1LL, static_cast<long long>(problem.sm_count)); }
@@ -98,7 +98,7 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
                            ") must be below 2^31 workspace rows for split-KV, got " + std::to_string(partial_rows));
   r.partial_rows = static_cast<int>(partial_rows);
   if (p.num_splits == 0 && p.split_by_batch) {
-    const long long ctas = std::max<long long>(1, p.batch) * ctas_per_part(plan, problem), sms = sm_slots(problem);
+    const long long ctas = ctas_at_one_part(plan, problem), sms = sm_slots(problem);
     const long long blocks = longest_key_blocks(problem, plan.tile_n);
     const long long c = std::min(ctas, sms + 1);  // past sms nothing is cut: keeps c^2 in range
     r.split_blocks = static_cast<int>(std::clamp((c * c + 2 * sms - 1) / (2 * sms), 1LL, 1LL << 30));
@@ -116,7 +116,7 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   // sequences (at most Plan::merged_parts parts) runs each sequence in one CTA, which merges its parts
   // itself: no combine, fewer CTAs. Longer ones keep a CTA per part.
   if (p.num_splits == 0 && plan.key.decode) {
-    const long long ctas = std::max<long long>(1, p.batch) * ctas_per_part(plan, problem);
+    const long long ctas = ctas_at_one_part(plan, problem);
     const long long parts = fa4k::split_parts(r, true, static_cast<int>(longest_key_blocks(problem, plan.tile_n)));
     if (ctas >= sm_slots(problem) && parts <= plan.merged_parts) r.parts_per_cta = static_cast<int>(parts);
   }
