@@ -108,7 +108,11 @@ constexpr int kExitWrongResult = 3, kExitCudaError = 4;
   int code = 1;
   try {
     PrimaryContext context;
-    Attention attention(emulated(false, fault, mode));
+    Options options = emulated(false, fault, mode);
+    // The reversed order (seed 0) runs each commit's PV before the QK issued ahead of it, which hides this
+    // defect; a seeded order runs some of them the other way.
+    if (fault == DebugFault::tmem_reuse_race) options.emulation_seed = 7;
+    Attention attention(options);
     const CheckResult r = check_attention(attention, Backend::sm100_emulated, c, c.shapes.front(), 11);
     line << (r.passed ? "passed: " : "wrong results: ") << r.summary << r.failures.substr(0, 300);
     code = r.passed ? 0 : kExitWrongResult;
