@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -144,6 +145,8 @@ int main(int argc, char** argv) try {
   for (const Target& t : targets) {
     const std::string target = std::string(fa4::to_string(t.backend)) + ":sm" + std::to_string(t.arch);
     std::vector<fa4::KernelConfig> configs;
+    std::set<std::string> kernels;  // cache keys: a form that runs another's kernel (portable ragged) is not timed twice
+    int shared = 0;
     fa4::Attention describer(options);
     for (const fa4::KernelConfig& plain : fa4::supported_configs(t.backend, t.arch))
       for (int form = 0; form < (serving ? 6 : 1); ++form) {  // dense; ragged, paged, both; decode; split-KV
@@ -152,13 +155,18 @@ int main(int argc, char** argv) try {
         c.decode = form == 4, c.split = form == 4 || form == 5;
         if (!filter.empty() && c.name().find(filter) == std::string::npos) continue;
         try {
-          (void)describer.describe(c);  // throws for a form this backend does not compile
-          configs.push_back(c);
+          const fa4::KernelInfo info = describer.describe(c);  // throws for a form this backend does not compile
+          if (kernels.insert(info.cache_key_hex).second)
+            configs.push_back(c);
+          else
+            ++shared;
         } catch (const fa4::Error&) {
         }
       }
-    std::printf("\n%s: %zu configurations%s\n", target.c_str(), configs.size(),
+    std::printf("\n%s: %zu configurations%s", target.c_str(), configs.size(),
                 configs.empty() ? " (none supported or none match the filter)" : "");
+    if (shared) std::printf(" (%d more share one of their kernels)", shared);
+    std::printf("\n");
     if (configs.empty()) continue;
     std::printf("%-50s %10s %10s %10s %9s %8s\n", "config", "cold ms", "disk ms", "mem ms", "cubin KB", "src KB");
 

@@ -289,7 +289,10 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
 
   // Every part of the sequence ran here: merge them as the combine kernel would (merge.cuh, the same
   // shares), from the workspace rows this CTA wrote (visible to its threads after the barrier above), a
-  // warp per packed row.
+  // warp per packed row. One LSE register per lane holds them all: the combine's further registers would
+  // add only -inf to the max and 0 to the sum (the same bits), and unrolled they made the kernel compile
+  // 1.6-1.8x as long.
+  static_assert(fa4cfg::kMergedParts <= 32, "plan: a CTA's parts fit one LSE register per lane");
   if (fa4cfg::kSplit && fa4cfg::kMergedParts > 1 && partial && part_begin == 0 && part_end == parts) {
     const long long rows_per_part = args.split.partial_rows;
     u16* o_seq = const_cast<u16*>(sequence_base(args.o, args.cu_seqlens_q, tile.batch));
@@ -297,7 +300,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
       const int token = row_token(row0 + r), head = row_head(group, row0 + r);
       const long long at = fa4k::partial_row(args.split, tile.batch, token, tile.row_base + token);
       float acc[kMergePerLane], inv;
-      const float lse = merge_row<kMergeSplitChunks>(
+      const float lse = merge_row<1>(
           parts, args.split.merge_shares, lane,
           [&](int s) { return args.lse_partial[(static_cast<long long>(s) * args.heads_q + head) * rows_per_part + at]; },
           [&](int s) { return args.o_partial + ((s * rows_per_part + at) * args.heads_q + head) * fa4cfg::kHeadDimV; },

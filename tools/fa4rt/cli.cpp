@@ -72,6 +72,8 @@ bool read_config_flag(Flags& flags, KernelConfig& config) {
   else if (f == "--window") config.window = true;
   else if (f == "--softcap") config.softcap = true;
   else if (f == "--sinks") config.sinks = true;
+  else if (f == "--decode") config.decode = true;
+  else if (f == "--split") config.split = true;
   else return false;
   return true;
 }

@@ -183,7 +183,9 @@ int resources(const std::vector<std::string>& args) {
   "  --qh-per-kv N         q heads per kv head (GQA; default 1)\n"                                   \
   "  --varlen              ragged batches (cu_seqlens_q/k) or seqused_k\n"                               \
   "  --paged               a paged KV cache (page_table)\n"                                           \
-  "  --window, --softcap, --sinks   the variants' kernel flags\n"
+  "  --window, --softcap, --sinks   the variants' kernel flags\n"                                   \
+  "  --decode              the decode kernel (seqlen_q * q heads per kv head <= 32)\n"                  \
+  "  --split               split-KV: the kernel writes partial states (decode: or merges them itself)\n"
 
 const char kPlanUsage[] =
     "usage: fa4rt plan [config options] [--seqlen-q N --seqlen-k N] [--window-left N] [--window-right N]\n"
@@ -196,7 +198,6 @@ const char kPlanUsage[] =
     "  --seqlen-q N --seqlen-k N   sequence lengths for the mask block classes (equal: the model's causal share)\n"
     "  --window-left N, --window-right N   a sliding window (portable kernels; -1 unbounded): its Plan and\n"
     "                        block classes (blocks outside it skipped, inside it full, on its edges masked)\n"
-    "  --decode              the decode kernel's Plan (seqlen_q * q heads per kv head <= 32)\n"
     "  --batch N             with --decode: how num_splits 0 cuts a batch of N sequences of --seqlen-q queries\n"
     "                        and --seqlen-k keys, batch-invariant and with split_by_batch: parts, CTAs,\n"
     "                        workspace_size, combine (--heads-kv N kv heads, default 8; --sms N SMs, default 132)\n"
@@ -255,7 +256,6 @@ int plan(const std::vector<std::string>& args) {
     else if (flags.flag() == "--seqlen-k") shape.seqlen_k = flags.number();
     else if (flags.flag() == "--window-left") shape.window_left = flags.number(-1);
     else if (flags.flag() == "--window-right") shape.window_right = flags.number(-1);
-    else if (flags.flag() == "--decode") config.decode = true;
     else if (flags.flag() == "--batch") batch = flags.number(1);
     else if (flags.flag() == "--heads-kv") heads_kv = flags.number(1);
     else if (flags.flag() == "--sms") sms = flags.number(1);
