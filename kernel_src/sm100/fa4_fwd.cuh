@@ -389,7 +389,7 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
         // The deliberate race: S_j overwrites P_(j-1) before the PV that reads it (issued before P is even
-        // written, so the softmax's tcgen05.st lands in a pending MMA's region).
+        // written: the softmax reads S_(j-1), or stores P, under a pending MMA).
         if (kFault == Fault::tmem_reuse_race && !last) op.qk(s, k_pos.index);
         wait(&b.pv_ready[s], pv_phase[s], "pv_ready");
         pv_phase[s] ^= 1;
