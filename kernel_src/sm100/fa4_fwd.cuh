@@ -290,11 +290,6 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
 constexpr u32 kIdescQk = make_idesc_f16(kM, kN, kBf16 ? Format::bf16 : Format::f16, Major::K, Major::K);
 constexpr u32 kIdescPv = make_idesc_f16(kM, kDv, kBf16 ? Format::bf16 : Format::f16, Major::K, Major::MN);
 
-// The descriptor of the operand `bytes` past the one `desc` describes (both 16-B aligned): the start
-// address field is the low 14 bits, and shared-memory addresses stay below 256 KiB, so nothing carries.
-__device__ __forceinline__ u64 desc_advance(u64 desc, u32 bytes) { return desc + (bytes >> 4); }
-// The same by a signed distance (a multiple of 16 bytes; the result is a valid shared-memory address).
-__device__ __forceinline__ u64 desc_move(u64 desc, int bytes) { return desc + static_cast<u64>(static_cast<long long>(bytes / 16)); }
 
 struct MmaOperands {
   u64 k0;   // ring slot 0 read as K (K-major), k-step 0

@@ -391,15 +391,17 @@ __device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem&
 }
 
 // ---- Consumers ---------------------------------------------------------------------------------------
-// S (64 x kN) = Q rows [64 wg, 64 wg + 64) times K^T, both K-major, kD / 16 steps.
+// S (64 x kN) = Q rows [64 wg, 64 wg + 64) times K^T, both K-major, kD / 16 steps. Each operand's
+// descriptor is built once and a k-step adds its offset (desc_advance): a mask and shifts per descriptor
+// otherwise.
 __device__ __forceinline__ void issue_qk(float (&s)[kN / 2], const char* q_tile, const char* k_tile, int wg) {
-  const u32 q_base = opaque(smem_u32(q_tile) + wg * kWgRows * kSpan), k_base = opaque(smem_u32(k_tile));
+  constexpr OperandStep qa = kmajor_step(kSwizzle, kM, 0), kb = kmajor_step(kSwizzle, kN, 0);
+  const u64 q = make_wgmma_desc(opaque(smem_u32(q_tile) + wg * kWgRows * kSpan), qa.lbo, qa.sbo, kSwizzle);
+  const u64 k = make_wgmma_desc(opaque(smem_u32(k_tile)), kb.lbo, kb.sbo, kSwizzle);
 #pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) {
-    const OperandStep qa = kmajor_step(kSwizzle, kM, kk * 16), kb = kmajor_step(kSwizzle, kN, kk * 16);
-    QkMma::ss(s, make_wgmma_desc(q_base + qa.start, qa.lbo, qa.sbo, kSwizzle),
-              make_wgmma_desc(k_base + kb.start, kb.lbo, kb.sbo, kSwizzle), kk > 0 ? 1u : 0u);
-  }
+  for (int kk = 0; kk < kD / 16; ++kk)
+    QkMma::ss(s, desc_advance(q, kmajor_step(kSwizzle, kM, kk * 16).start),
+              desc_advance(k, kmajor_step(kSwizzle, kN, kk * 16).start), kk > 0 ? 1u : 0u);
 }
 
 // O (64 x kDv) (+)= P V: P from registers (the S fragment of 16 keys per step), V MN-major (dv contiguous),
@@ -407,12 +409,12 @@ __device__ __forceinline__ void issue_qk(float (&s)[kN / 2], const char* q_tile,
 static_assert(kTmaVColBoxes == kDv / kBoxCols, "V loads whole rows a copy (the Plan's col_boxes)");
 __device__ __forceinline__ void issue_pv(float (&o)[kDv / 2], const u32 (&p)[kN / 16][4], const char* v_tile,
                                          bool accumulate, int v_piece) {
-  const u32 v_base = opaque(smem_u32(v_tile));
+  const OperandStep vb = pieced_mnmajor_step(kSwizzle, kN, kDv, v_piece, 0);  // LBO and SBO: every k-step's
+  const u64 v = make_wgmma_desc(opaque(smem_u32(v_tile)), vb.lbo, vb.sbo, kSwizzle);
 #pragma unroll
-  for (int kk = 0; kk < kN / 16; ++kk) {
-    const OperandStep vb = pieced_mnmajor_step(kSwizzle, kN, kDv, v_piece, kk * 16);
-    PvMma::rs(o, p[kk], make_wgmma_desc(v_base + vb.start, vb.lbo, vb.sbo, kSwizzle), accumulate || kk > 0 ? 1u : 0u);
-  }
+  for (int kk = 0; kk < kN / 16; ++kk)
+    PvMma::rs(o, p[kk], desc_advance(v, pieced_mnmajor_step(kSwizzle, kN, kDv, v_piece, kk * 16).start),
+              accumulate || kk > 0 ? 1u : 0u);
 }
 
 // Accumulator fragment of a 64-row wgmma (per warp 16 rows): s[4g + 2r + e] is row lane/4 + 8r, column

@@ -294,6 +294,33 @@ TEST(Sm100Descriptors, PiecedDescriptorsAddressEveryElement) {
       }
 }
 
+// desc_advance: the descriptor of an operand moved by a k-step's start is the base descriptor plus
+// start >> 4, for Hopper's and Blackwell's encodings, at every base and step the kernels use (tiles start on
+// 1024-byte swizzle repeats below 228 KiB; K-major, MN-major and pieced steps).
+TEST(Sm100Descriptors, AdvancingADescriptorIsDescribingTheMovedOperand) {
+  int checked = 0;
+  for (Swizzle sw : {Swizzle::b128, Swizzle::b64, Swizzle::b32})
+    for (u32 rows : {64u, 80u, 128u, 192u, 256u})
+      for (u32 k0 = 0; k0 < 256; k0 += 16) {
+        std::vector<OperandStep> steps = {kmajor_step(sw, rows, k0)};
+        if (k0 < rows) {
+          steps.push_back(mnmajor_step(sw, rows, k0));
+          for (u32 piece = 16; piece <= rows; piece *= 2)
+            if (rows % piece == 0) steps.push_back(pieced_mnmajor_step(sw, rows, 256, piece, k0));
+        }
+        for (const OperandStep& st : steps)
+          for (u32 base = 0; base + st.start < 228u * 1024; base += 1024 * 13) {
+            const u64 w0 = make_wgmma_desc(base, st.lbo, st.sbo, sw), t0 = make_smem_desc(base, st.lbo, st.sbo, sw);
+            ASSERT_EQ(desc_advance(w0, st.start), make_wgmma_desc(base + st.start, st.lbo, st.sbo, sw))
+                << "base " << base << " start " << st.start;
+            ASSERT_EQ(desc_advance(t0, st.start), make_smem_desc(base + st.start, st.lbo, st.sbo, sw));
+            ASSERT_EQ(desc_move(desc_advance(t0, st.start), -static_cast<int>(st.start)), t0);
+            ++checked;
+          }
+      }
+  EXPECT_GT(checked, 10000);
+}
+
 TEST(Sm100Descriptors, TmemAddressesAndAccumulatorLanes) {
   EXPECT_EQ(tmem_addr(96, 300), (96u << 16) | 300u);
   EXPECT_EQ(tmem_lane(tmem_addr(96, 300)), 96u);
