@@ -78,6 +78,14 @@ FA4_LAYOUT_HD constexpr u32 tile_offset(Swizzle s, u32 rows, u32 row, u32 col) {
   return (col / (span / 2)) * rows * span + row * span + (col % (span / 2)) * 2;
 }
 
+// The XOR that row `row` of such a tile applies to the 16-byte chunk bits of its bytes:
+// swizzle_address(tile_offset(s, rows, row, col), s) == (tile_offset(s, rows, row, c) ^ swizzle_row_xor(s, row))
+// + (col - c) * 2 for c = col rounded down to 8 (rows a multiple of 8, the tile on a swizzle repeat). A loop
+// over a row's chunks computes the XOR once instead of swizzling every address.
+FA4_LAYOUT_HD constexpr u32 swizzle_row_xor(Swizzle s, u32 row) {
+  return ((row * swizzle_span(s) >> 7) & ((1u << swizzle_bits(s)) - 1u)) << 4;
+}
+
 // Descriptor fields for one K=16 MMA step of such a tile (start relative to the tile base).
 struct OperandStep {
   u32 start;  // bytes from the tile base

@@ -650,15 +650,14 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     // This consumer's rows of O: over its own rows of Q (which only its own, complete, QKs read), or in
     // O's own buffer once the previous tile's store has read it.
     if constexpr (!kOAliasesQ) wait<false>(&b.o_empty, tile_phase ^ 1);
-    char* o_tile = sm.o();
+    char* o_tile = sm.o() + 4 * (lane % 4);  // columns 8 g + 2 (lane % 4): bytes below the swizzled chunk bits
+    const u32 row_xor = swizzle_row_xor(kSwizzle, row0);  // row0 + 8's too
 #pragma unroll
     for (int g = 0; g < kDv / 8; ++g)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const u32 col = 8 * g + 2 * (lane % 4);
-        *reinterpret_cast<u32*>(o_tile + swizzle_address(tile_offset(kSwizzle, kM, row0 + 8 * r, col), kSwizzle)) =
+      for (int r = 0; r < 2; ++r)
+        *reinterpret_cast<u32*>(o_tile + (tile_offset(kSwizzle, kM, row0 + 8 * r, 8 * g) ^ row_xor)) =
             pack_half2<kBf16>(o[4 * g + 2 * r] * inv[r], o[4 * g + 2 * r + 1] * inv[r]);
-      }
     fence_proxy_async_shared();
     named_barrier_arrive(kStoreBarrier, kConsumerThreads + 32);
   }

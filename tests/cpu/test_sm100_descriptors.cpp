@@ -294,6 +294,21 @@ TEST(Sm100Descriptors, PiecedDescriptorsAddressEveryElement) {
       }
 }
 
+// swizzle_row_xor: a row's swizzle as one XOR on its chunk bits, for every byte pair of every row of every
+// tile shape the kernels store (the sm90 epilogue's O tile).
+TEST(Sm100Descriptors, ASwizzledRowIsItsOffsetXorOneValue) {
+  for (Swizzle sw : {Swizzle::b128, Swizzle::b64, Swizzle::b32})
+    for (u32 rows : {64u, 128u, 192u})
+      for (u32 row = 0; row < rows; ++row)
+        for (u32 col = 0; col < 256; col += 2) {
+          const u32 chunk = col - col % 8;
+          ASSERT_EQ(swizzle_address(tile_offset(sw, rows, row, col), sw),
+                    (tile_offset(sw, rows, row, chunk) ^ fa4::swizzle_row_xor(sw, row)) + (col - chunk) * 2)
+              << "span " << swizzle_span(sw) << " rows " << rows << " row " << row << " col " << col;
+          ASSERT_EQ(fa4::swizzle_row_xor(sw, row), fa4::swizzle_row_xor(sw, row + 8));
+        }
+}
+
 // desc_advance: the descriptor of an operand moved by a k-step's start is the base descriptor plus
 // start >> 4, for Hopper's and Blackwell's encodings, at every base and step the kernels use (tiles start on
 // 1024-byte swizzle repeats below 228 KiB; K-major, MN-major and pieced steps).
