@@ -673,7 +673,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
   using namespace fa4::sm90::fwd;
   extern __shared__ __align__(1024) char smem_raw[];
   const Smem sm{smem_raw};
-  const int warp = threadIdx.x / 32;
+  const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);  // from lane 0: warp-uniform to ptxas
   if (threadIdx.x == 0) {
     if (smem_u32(sm.base) % 1024) __trap();  // the swizzle atoms need 1024-byte alignment
     Barriers& b = sm.bars();
