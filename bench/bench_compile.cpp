@@ -8,8 +8,9 @@
 // --serving: each configuration's serving forms too (ragged, paged, both; decode and split-KV), those its
 // backend compiles.
 //
-// Default targets: portable for the current device's arch (sm_90 without a GPU), and sm100:100 when the
-// sm100 backend has configurations. Target for a disk hit: <= 5 ms.
+// Default targets: portable for the current device's arch (sm_90 without a GPU), and sm90:90 and sm100:100
+// where those backends have configurations (compiling needs no device of their kind). Target for a disk
+// hit: <= 5 ms.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -125,7 +126,8 @@ int main(int argc, char** argv) try {
   }
   if (targets.empty()) {
     targets.push_back({fa4::Backend::portable, current_arch_or(90)});
-    if (!fa4::supported_configs(fa4::Backend::sm100, 100).empty()) targets.push_back({fa4::Backend::sm100, 100});
+    for (const Target& fast : {Target{fa4::Backend::sm90, 90}, Target{fa4::Backend::sm100, 100}})
+      if (!fa4::supported_configs(fast.backend, fast.arch).empty()) targets.push_back(fast);
   }
 
   fa4::bench::TempDir dir;
