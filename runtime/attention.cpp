@@ -472,7 +472,8 @@ void Attention::run(const AttentionParams& params, CUstream stream) {
   for (const Loaded* k : kernels) impl_->launch(*k, problem, ctx, stream, params.workspace);
   // No sequence cut (short keys, or split_by_batch at a large batch), or each one's parts all in one CTA,
   // which merged them (SplitRule::parts_per_cta): the split kernel wrote O itself.
-  if (max_splits(*split_plan, problem) <= split_rule(*split_plan, problem).parts_per_cta) return;
+  const fa4k::SplitRule rule = split_rule(*split_plan, problem);
+  if (max_splits(*split_plan, problem, rule) <= rule.parts_per_cta) return;
   enqueue_combine(merge.built->plan, split_combine_args(*split_plan, problem, params.workspace), merge.function,
                   ctx.device.sm_count, stream, /*overlap_previous=*/ctx.device.arch >= 90);
 }

@@ -123,25 +123,26 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   return r;
 }
 
-int max_splits(const Plan& plan, const Problem& problem) {
+int max_splits(const Plan& plan, const Problem& problem, const fa4k::SplitRule& rule) {
   if (!plan.key.split) return 1;
   // The longest sequence's parts: split_parts grows with the key blocks.
-  const fa4k::SplitRule r = split_rule(plan, problem);
-  return fa4k::split_parts(r, plan.key.decode, static_cast<int>(longest_key_blocks(problem, r.tile_n)));
+  return fa4k::split_parts(rule, plan.key.decode, static_cast<int>(longest_key_blocks(problem, rule.tile_n)));
 }
+int max_splits(const Plan& plan, const Problem& problem) { return max_splits(plan, problem, split_rule(plan, problem)); }
 
 // Work tiles of one (head group, sequence): every m block, times the parts of a split-KV kernel (tile.cuh).
 long long tiles_per_head(const Plan& plan, const Problem& problem, long long m_blocks) {
   if (!plan.key.split) return m_blocks;
-  return m_blocks * fa4k::split_ctas(split_rule(plan, problem), max_splits(plan, problem));
+  const fa4k::SplitRule rule = split_rule(plan, problem);
+  return m_blocks * fa4k::split_ctas(rule, max_splits(plan, problem, rule));
 }
 
 SplitLayout split_layout(const Plan& plan, const Problem& problem, bool any_smaller_batch) {
   SplitLayout l;
-  l.max_splits = max_splits(plan, problem);
   if (!plan.key.split) return l;
   const auto align = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
   const fa4k::SplitRule rule = split_rule(plan, problem);
+  l.max_splits = max_splits(plan, problem, rule);
   // Parts x workspace rows. With split_by_batch a smaller problem may need more: b sequences uncut take b
   // x seq_rows rows; cut, at most SMs / (head groups) sequence parts (one m block each: the fewest CTAs per
   // part, so the most parts), and at most b x the longest one's blocks.
@@ -216,7 +217,7 @@ void fill_schedule(const Plan& plan, const Problem& problem, fa4k::AttentionArgs
     args.tile_section = static_cast<int>(std::min(heads, std::max(1LL, plan.l2_section_bytes / std::max(1LL, kv_bytes))));
   }
   args.split = split_rule(plan, problem);
-  args.max_splits = max_splits(plan, problem);
+  args.max_splits = max_splits(plan, problem, args.split);
   // Which sequences this kernel serves: the decode kernel those up to decode_seqlen_q, the prefill kernel of
   // a mixed batch the others (0: all).
   args.decode_seqlen_q = plan.key.decode || problem.mixed ? problem.decode_seqlen_q : 0;

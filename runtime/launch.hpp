@@ -26,8 +26,10 @@ struct SplitLayout {
 // The workspace of a split launch. any_smaller_batch (Attention::workspace_size): enough also for every
 // batch up to problem's, at most its lengths (split_by_batch may cut a smaller batch into more parts).
 SplitLayout split_layout(const Plan& plan, const Problem& problem, bool any_smaller_batch = false);
-int max_splits(const Plan& plan, const Problem& problem);
 fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem);
+// The most parts any sequence has (the longest one's); the second form for a caller that has the rule.
+int max_splits(const Plan& plan, const Problem& problem);
+int max_splits(const Plan& plan, const Problem& problem, const fa4k::SplitRule& rule);
 // The longest seqlen_q among the sequences a plan's kernel serves: a mixed batch's decode kernel takes only
 // its decode-sized ones (Problem::decode_seqlen_q).
 int64_t served_seqlen_q(const Plan& plan, const Problem& problem);

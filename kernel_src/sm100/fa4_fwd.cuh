@@ -290,7 +290,6 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
 constexpr u32 kIdescQk = make_idesc_f16(kM, kN, kBf16 ? Format::bf16 : Format::f16, Major::K, Major::K);
 constexpr u32 kIdescPv = make_idesc_f16(kM, kDv, kBf16 ? Format::bf16 : Format::f16, Major::K, Major::MN);
 
-
 struct MmaOperands {
   u64 k0;   // ring slot 0 read as K (K-major), k-step 0
   u64 v0;   // ring slot 0 read as V (MN-major), k-step 0
