@@ -112,13 +112,25 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   r.max_parts = static_cast<int>(std::min<long long>(kMaxSplits, std::max(1LL, (slots + groups - 1) / groups)));
   r.merge_shares = merge_shares(p.num_splits > 0 ? static_cast<int>(p.num_splits) : r.max_parts);
   // Batch-invariant decode: a sequence's parts depend on its length only, but the CTAs that run them may
-  // follow the batch. With C CTAs at one part per sequence and S SMs, a large batch (C >= S) of short
-  // sequences (at most Plan::merged_parts parts) runs each sequence in one CTA, which merges its parts
-  // itself: no combine, fewer CTAs. Longer ones keep a CTA per part.
-  if (p.num_splits == 0 && plan.key.decode) {
+  // follow the batch. A CTA runs k consecutive parts, through rings that no part restarts; one that runs all
+  // of a sequence's parts merges them itself (no combine for that sequence). The C x ceil(parts / k) CTAs of
+  // a launch fill ceil(CTAs / W) waves of W = SMs x Plan::ctas_per_sm slots and use C x parts / (waves x W
+  // x k) of the slot time: the k that uses most, the larger on a tie (fewer partials), of at most
+  // Plan::merged_parts default parts' keys (a long CTA leaves a ragged tail).
+  if (p.num_splits == 0 && plan.key.decode && plan.merged_parts > 1) {
     const long long ctas = ctas_at_one_part(plan, problem);
-    const long long parts = fa4k::split_parts(r, true, static_cast<int>(longest_key_blocks(problem, plan.tile_n)));
-    if (ctas >= sm_slots(problem) && parts <= plan.merged_parts) r.parts_per_cta = static_cast<int>(parts);
+    const long long blocks = longest_key_blocks(problem, plan.tile_n);
+    const long long parts = fa4k::split_parts(r, true, static_cast<int>(blocks));
+    const long long part_blocks = std::max(1LL, (blocks + parts - 1) / parts);
+    const long long most = std::min({parts, 1LL * plan.merged_parts,
+                                     std::max(1LL, 1LL * plan.merged_parts * plan.split_blocks / part_blocks)});
+    const long long wave = std::max(1, plan.ctas_per_sm) * sm_slots(problem);
+    long long best = 1, best_cost = -1;
+    for (long long k = 1; k <= most; ++k) {
+      const long long waves = (ctas * ((parts + k - 1) / k) + wave - 1) / wave;
+      if (best_cost < 0 || waves * k <= best_cost) best = k, best_cost = waves * k;
+    }
+    r.parts_per_cta = static_cast<int>(best);
   }
   return r;
 }

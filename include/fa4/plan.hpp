@@ -163,8 +163,10 @@ struct FA4_API Plan {
   int rescale_threshold_log2 = 8;
   int wait_timeout_ms = 0;   // sm100: a barrier wait longer than this traps (0: no watchdog)
   int split_blocks = 0;      // split-KV with num_splits 0: KV blocks per part (a constant: batch invariance)
-  int merged_parts = 1;      // decode split-KV: a CTA may run up to this many parts (all of a sequence's) and
-                             // merge them itself, when the batch fills the SMs (launch.cpp split_rule)
+  int merged_parts = 1;      // decode split-KV: a CTA may run consecutive parts of up to this many times
+                             // split_blocks KV blocks, and merges them itself when they are all of a
+                             // sequence's (launch.cpp split_rule)
+  int ctas_per_sm = 0;       // decode: CTAs an SM holds at once (by shared memory); 0: not planned
   std::vector<std::string> risks;  // known risks and the fallback chosen
 
   int registers_total() const;     // sum over roles of warps * 32 * registers

@@ -7,11 +7,13 @@
 //   (cp.async.wait_group, then __syncwarp), so no warp ever waits for another inside the loop;
 // - per chunk: S = Q K^T (16 x 16; Q re-read from smem by ldmatrix, so no registers hold it), softcapping,
 //   the mask on boundary chunks only (sequence tail, causal diagonal, window edges), the online softmax of the prefill kernel (softmax.cuh), O += P V;
-// - at the end the warps' states (unnormalised O, row max, row sum) meet in smem over the rings, and the CTA
-//   writes O and the LSE, or with split-KV its part's normalised fp32 O and LSE for the combine kernel;
-// - with split-KV a CTA may run SplitRule::parts_per_cta consecutive parts, one after another, each exactly as
-//   a CTA of its own would; one that ran all of its sequence's parts merges them itself with the combine's
-//   arithmetic (merge.cuh), so the launch needs no combine and the bits are the same.
+// - at a part's end the warps' states (unnormalised O, row max, row sum) meet in smem, each O over the ring
+//   stage of its warp's last chunk, and the CTA writes O and the LSE, or with split-KV its part's normalised
+//   fp32 O and LSE for the combine kernel;
+// - with split-KV a CTA may run SplitRule::parts_per_cta consecutive parts, each exactly as a CTA of its own
+//   would, through one ring per warp (a part's first chunks load while the one before ends); one that ran all
+//   of its sequence's parts merges them itself with the combine's arithmetic (merge.cuh), so the launch needs
+//   no combine and the bits are the same.
 // A paged chunk never crosses a page (pages hold a power of two >= 16 keys, chunks start at multiples of 16),
 // so paged K/V cost one page-table read per chunk and load like dense rows.
 #pragma once
@@ -41,11 +43,10 @@ static_assert(kStages >= 2, "each warp's ring needs at least double buffering");
 static_assert(fa4cfg::kSmemQBytes == kRows * fa4cfg::kHeadDim * 2, "plan: Q buffer size");
 static_assert(fa4cfg::kSmemKStride == kKChunkBytes && fa4cfg::kSmemKBytes == kWarps * kStages * kKChunkBytes, "plan: K rings");
 static_assert(fa4cfg::kSmemVStride == kVChunkBytes && fa4cfg::kSmemVBytes == kWarps * kStages * kVChunkBytes, "plan: V rings");
-static_assert(fa4cfg::kSmemMergeStride == kRows * fa4cfg::kHeadDimV * 4 && fa4cfg::kSmemStatsStride == kRows * 2 * 4,
-              "plan: merge buffers");
-static_assert(fa4cfg::kSmemMergeOffset == fa4cfg::kSmemKOffset &&
-                  fa4cfg::kSmemStatsOffset + kWarps * fa4cfg::kSmemStatsStride <= fa4cfg::kSmemVOffset + fa4cfg::kSmemVBytes,
-              "plan: the merge buffers lie over the rings");
+static_assert(fa4cfg::kSmemStatsStride == kRows * 2 * 4 && fa4cfg::kSmemStatsBytes >= kWarps * (kRows * 2 * 4 + 4),
+              "plan: Stats, each warp's row max and sum, then the ring stage its O lies over");
+static_assert(8 * fa4cfg::kHeadDimV * 4 <= kKChunkBytes && 8 * fa4cfg::kHeadDimV * 4 <= kVChunkBytes,
+              "half a warp's O (8 rows x dv, fp32) fits one K stage, the other half one V stage");
 
 // S (16 rows x 16 keys: two n8 tiles) = Q K^T over the head dim. Fragment layouts as in flash_fwd.cuh's
 // qk_block: A from the Q tile, B = keys {0-7, 8-15} x k {0-7, 8-15} from the chunk.
@@ -121,57 +122,97 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
   const bool partial = parts > 1;  // a part of a cut sequence: normalised fp32 O and LSE to the workspace
   const int group = tile.group;
 
+  // Keys some row of the tile sees: from the first row's first key to the last row's last (tile.cuh).
+  const int last_token = row_token(min(row0 + kRows, rows) - 1);
+  const int keys_end = last_key(args, last_token, diag, seqlen_k) + 1;
+  const int keys_first_chunk = first_key(args, row_token(row0), diag, seqlen_k) / kChunk;
+  // This warp's chunks of a part: every kWarps-th 16-key chunk from the first one of the part a row sees.
+  struct Chunks {
+    int first, count;
+  };
+  // Part p starts at block span.count * p / parts: with count = q * parts + rem that is q * p + rem * p /
+  // parts (rem * p < 256^2), the same value without a 64-bit division, whose call in the loop over chunks
+  // made the register allocator spread (the H200 ran the kernel ~4% slower where a CTA's latency shows).
+  static_assert(static_cast<long long>(fa4k::kMaxSplitParts) * fa4k::kMaxSplitParts <= 0x7fffffff, "rem * p fits an int");
+  const int part_q = span.count / parts, part_rem = span.count % parts;
+  auto part_start = [&](int part) { return span.first + part_q * part + part_rem * part / parts; };
+  auto chunks_of = [&](int part) {
+    const int n_begin = part_start(part), n_end = part_start(part + 1);
+    const int key_end = min(n_end * kTileN, keys_end);
+    const int chunk_end = key_end <= 0 ? 0 : (key_end + kChunk - 1) / kChunk;
+    Chunks c;
+    c.first = max(n_begin * kWarps, keys_first_chunk) + warp;
+    c.count = c.first < chunk_end ? (chunk_end - c.first + kWarps - 1) / kWarps : 0;
+    return c;
+  };
+
+  const u16* q_seq = sequence_base(args.q, args.cu_seqlens_q, tile.batch);
+  const u16* k_seq = kv_base(args, args.k, tile);  // key row 0 of this kv head (paged: page 0)
+  const u16* v_seq = kv_base(args, args.v, tile);
+  const int* pages = args.page_table + static_cast<long long>(tile.batch) * args.max_pages_per_seq;
+  const u32 sK = smem_base + fa4cfg::kSmemKOffset + warp * kStages * kKChunkBytes;  // this warp's rings
+  const u32 sV = smem_base + fa4cfg::kSmemVOffset + warp * kStages * kVChunkBytes;
+  auto load_chunk = [&](int chunk, int stage) {
+    const int key0 = chunk * kChunk;
+    long long k_row0 = static_cast<long long>(key0) * args.k.seq_stride;
+    long long v_row0 = static_cast<long long>(key0) * args.v.seq_stride;
+    if constexpr (fa4cfg::kPaged) {
+      const long long page = pages[key0 >> args.page_size_log2];
+      const int slot = key0 & ((1 << args.page_size_log2) - 1);
+      k_row0 = page * args.k.batch_stride + slot * args.k.seq_stride;
+      v_row0 = page * args.v.batch_stride + slot * args.v.seq_stride;
+    }
+    const int l = static_cast<int>(launder(lane));
+    load_tile<kChunk, fa4cfg::kHeadDim, 32>(sK + stage * kKChunkBytes, k_seq + k_row0, args.k.seq_stride, seqlen_k - key0, l);
+    load_tile<kChunk, fa4cfg::kHeadDimV, 32>(sV + stage * kVChunkBytes, v_seq + v_row0, args.v.seq_stride, seqlen_k - key0, l);
+  };
+
+  // The warp's stream: its chunks of the CTA's parts, one part after another, through one ring. The stream's
+  // chunk g uses stage g % kStages, so the next part's first chunks load while a part ends (its merge, its
+  // epilogue) and no part restarts the ring.
+  int load_part = part_begin, loaded = 0;  // the stream's next chunk to load: the part, and its index there
+  Chunks load_chunks = chunks_of(part_begin);
+  auto load_next = [&](int stage) {
+    if constexpr (fa4cfg::kMergedParts > 1)
+      while (loaded == load_chunks.count && load_part + 1 < part_end) {
+        load_chunks = chunks_of(++load_part);
+        loaded = 0;
+      }
+    if (loaded < load_chunks.count) load_chunk(load_chunks.first + loaded++ * kWarps, stage);
+  };
+
+  // Prologue: Q (warp 0; rows past the sequence zero-filled) in group 0, then the stream's first kStages - 1
+  // chunks, one group each (empty ones too, so every thread counts the same groups).
+  if (warp == 0)
+    load_rows<kRows, fa4cfg::kHeadDim, 32>(
+        sQ, [&](int r) { return q_seq + row_token(row0 + r) * args.q.seq_stride + row_head(group, row0 + r) * args.q.head_stride; },
+        rows - row0, lane);
+  cp_async_commit();
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    load_next(s);
+    cp_async_commit();
+  }
+  cp_async_wait<kStages - 1>();  // Q has landed (this thread's share) ...
+  __syncthreads();               // ... and every thread's
+
+  const int first_row_last = last_key(args, row_token(row0), diag, seqlen_k);  // the last key every row sees ...
+  const int last_row_first = first_key(args, last_token, diag, seqlen_k);     // ... and the first
+  // At a part's end each warp's state meets the others': its row max and (quad-summed) row sum in Stats,
+  // then the ring stage its O lies over; the O over that stage (its last chunk's, which no load refills
+  // before its next chunk), rows 0-7 over the K stage and 8-15 over the V stage.
+  float* stats = reinterpret_cast<float*>(smem + fa4cfg::kSmemStatsOffset);
+  int* o_stage = reinterpret_cast<int*>(stats + kWarps * 2 * kRows);
+  auto o_row = [&](int w, int s, int r) {
+    return reinterpret_cast<float*>(
+        r < 8 ? smem + fa4cfg::kSmemKOffset + (w * kStages + s) * kKChunkBytes + r * fa4cfg::kHeadDimV * 4
+              : smem + fa4cfg::kSmemVOffset + (w * kStages + s) * kVChunkBytes + (r - 8) * fa4cfg::kHeadDimV * 4);
+  };
+  int stage = 0;  // the stage of the stream's next chunk
+
   // Each part as a CTA of its own would run it: the same chunks per warp, the same merge of the warps.
   auto run_part = [&](int part) {
-    int n_begin = span.first, n_end = span.first + span.count;
-    if (fa4cfg::kSplit) {
-      n_begin = span.first + static_cast<int>(static_cast<long long>(span.count) * part / parts);
-      n_end = span.first + static_cast<int>(static_cast<long long>(span.count) * (part + 1) / parts);
-    }
-    // Keys some row of the tile sees: from the first row's first key to the last row's last (tile.cuh).
-    const int last_token = row_token(min(row0 + kRows, rows) - 1);
-    const int key_end = min(n_end * kTileN, last_key(args, last_token, diag, seqlen_k) + 1);
-    const int chunk_end = key_end <= 0 ? 0 : (key_end + kChunk - 1) / kChunk;
-    const int first_chunk = max(n_begin * kWarps, first_key(args, row_token(row0), diag, seqlen_k) / kChunk) + warp;
-    const int my_chunks = first_chunk < chunk_end ? (chunk_end - first_chunk + kWarps - 1) / kWarps : 0;
-
-    const u16* q_seq = sequence_base(args.q, args.cu_seqlens_q, tile.batch);
-    const u16* k_seq = kv_base(args, args.k, tile);  // key row 0 of this kv head (paged: page 0)
-    const u16* v_seq = kv_base(args, args.v, tile);
-    const int* pages = args.page_table + static_cast<long long>(tile.batch) * args.max_pages_per_seq;
-
-    const u32 sK = smem_base + fa4cfg::kSmemKOffset + warp * kStages * kKChunkBytes;  // this warp's rings
-    const u32 sV = smem_base + fa4cfg::kSmemVOffset + warp * kStages * kVChunkBytes;
-    auto load_chunk = [&](int chunk, int stage) {
-      const int key0 = chunk * kChunk;
-      long long k_row0 = static_cast<long long>(key0) * args.k.seq_stride;
-      long long v_row0 = static_cast<long long>(key0) * args.v.seq_stride;
-      if constexpr (fa4cfg::kPaged) {
-        const long long page = pages[key0 >> args.page_size_log2];
-        const int slot = key0 & ((1 << args.page_size_log2) - 1);
-        k_row0 = page * args.k.batch_stride + slot * args.k.seq_stride;
-        v_row0 = page * args.v.batch_stride + slot * args.v.seq_stride;
-      }
-      const int l = static_cast<int>(launder(lane));
-      load_tile<kChunk, fa4cfg::kHeadDim, 32>(sK + stage * kKChunkBytes, k_seq + k_row0, args.k.seq_stride, seqlen_k - key0, l);
-      load_tile<kChunk, fa4cfg::kHeadDimV, 32>(sV + stage * kVChunkBytes, v_seq + v_row0, args.v.seq_stride, seqlen_k - key0, l);
-    };
-
-    // Prologue: Q (the first part; warp 0; rows past the sequence zero-filled) in group 0, then each warp's
-    // first kStages - 1 chunks, one group each (empty ones too, so every thread counts the same groups).
-    if (warp == 0 && part == part_begin)
-      load_rows<kRows, fa4cfg::kHeadDim, 32>(
-          sQ, [&](int r) { return q_seq + row_token(row0 + r) * args.q.seq_stride + row_head(group, row0 + r) * args.q.head_stride; },
-          rows - row0, lane);
-    cp_async_commit();
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < my_chunks) load_chunk(first_chunk + s * kWarps, s);
-      cp_async_commit();
-    }
-    cp_async_wait<kStages - 1>();  // Q has landed (this thread's share) ...
-    __syncthreads();               // ... and every thread's
-
+    const Chunks chunks = chunks_of(part);
     float o[1][kOTiles][4];
     float row_max[1][2];
     init_row_max(row_max, args.scale_log2);
@@ -181,20 +222,17 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[0][ot][e] = 0.f;
 
-    const int first_row_last = last_key(args, row_token(row0), diag, seqlen_k);  // the last key every row sees ...
-    const int last_row_first = first_key(args, last_token, diag, seqlen_k);     // ... and the first
-    int stage = 0;
-    for (int i = 0; i < my_chunks; ++i) {
-      // Chunk i has landed for every lane, and every lane is done with chunk i - 1, whose stage is refilled.
+    for (int i = 0; i < chunks.count; ++i) {
+      // This chunk has landed for every lane, and every lane is done with the one before, whose stage the
+      // stream's chunk kStages - 1 ahead refills.
       cp_async_wait<kStages - 2>();
       __syncwarp();
-      const int ahead = i + kStages - 1;
-      if (ahead < my_chunks) load_chunk(first_chunk + ahead * kWarps, ahead % kStages);
+      load_next(stage == 0 ? kStages - 1 : stage - 1);
       cp_async_commit();
 
       float s[1][2][4];
       qk_chunk(s, sQ, sK + stage * kKChunkBytes, lane);
-      const int key0 = (first_chunk + i * kWarps) * kChunk;
+      const int key0 = (chunks.first + i * kWarps) * kChunk;
       if (fa4cfg::kSoftcap) softcap_block(s, args.softcap_scale);
       if (key0 + kChunk > seqlen_k || key0 + kChunk - 1 > first_row_last || (fa4cfg::kWindow && key0 < last_row_first))
         mask_block(s, row0, key0, lane, seqlen_k, diag, args);
@@ -203,12 +241,10 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
       pv_chunk(o, p, sV + stage * kVChunkBytes, lane);
       stage = stage + 1 == kStages ? 0 : stage + 1;
     }
-    cp_async_wait<0>();
-    __syncthreads();  // every warp is done with the rings: the merge buffers lie over them
 
-    // Each warp's state to smem: O[row][col] unnormalised, then its row max and (quad-summed) row sum.
-    float* merge = reinterpret_cast<float*>(smem + fa4cfg::kSmemMergeOffset);
-    float* stats = reinterpret_cast<float*>(smem + fa4cfg::kSmemStatsOffset);
+    // The warp's state to smem (O[row][col] unnormalised), over the stage of its last chunk.
+    __syncwarp();  // every lane has read that stage
+    const int free_stage = stage == 0 ? kStages - 1 : stage - 1;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = (lane >> 2) + 8 * h;
@@ -219,10 +255,11 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
         stats[warp * 2 * kRows + r] = row_max[0][h];
         stats[warp * 2 * kRows + kRows + r] = sum;
       }
-      float* out = merge + (warp * kRows + r) * fa4cfg::kHeadDimV + 2 * (lane & 3);
+      float* out = o_row(warp, free_stage, r) + 2 * (lane & 3);
 #pragma unroll
       for (int ot = 0; ot < kOTiles; ++ot) *reinterpret_cast<float2*>(out + ot * 8) = make_float2(o[0][ot][2 * h], o[0][ot][2 * h + 1]);
     }
+    if (lane == 0) o_stage[warp] = free_stage;
     __syncthreads();
 
     // The merge: the warps' states weighed against the largest max (a warp without keys weighs 0), 8 output
@@ -252,7 +289,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
       for (int j = 0; j < 8; ++j) acc[j] = 0.f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) {
-        const float4* in = reinterpret_cast<const float4*>(merge + (w * kRows + r) * fa4cfg::kHeadDimV + vec * 8);
+        const float4* in = reinterpret_cast<const float4*>(o_row(w, o_stage[w], r) + vec * 8);
         const float4 lo = in[0], hi = in[1];
         const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
@@ -278,7 +315,8 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
         args.lse[lse_index(args, tile, head, token)] = lse;
       }
     }
-    if (fa4cfg::kMergedParts > 1) __syncthreads();  // the merge buffers are read: the next part may refill the rings
+    // The states are read: each warp's stage may be refilled, Stats rewritten, by the next part.
+    if (fa4cfg::kMergedParts > 1) __syncthreads();
   };
   // A loop, even of one trip, cost the dv 256 kernels 12 registers (and spills): one part runs without it.
   if constexpr (fa4cfg::kMergedParts > 1) {

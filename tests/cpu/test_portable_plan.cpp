@@ -215,18 +215,20 @@ TEST(PortablePlan, DecodePlansFitEveryArch) {
       EXPECT_LE(plan.smem_bytes, per_block);
       const SmemBuffer& k = buffer(plan, "K");
       const SmemBuffer& v = buffer(plan, "V");
-      const SmemBuffer& merge = buffer(plan, "Merge");
       const SmemBuffer& stats = buffer(plan, "Stats");
       EXPECT_EQ(k.bytes, warps * plan.kv_stages * 16 * h.head_dim * 2);
       EXPECT_EQ(v.bytes, warps * plan.kv_stages * 16 * h.head_dim_v * 2);
-      EXPECT_EQ(merge.offset, k.offset);
-      EXPECT_EQ(merge.bytes, warps * 16 * h.head_dim_v * 4);
-      EXPECT_LE(stats.offset + stats.bytes, v.offset + v.bytes) << "the merge buffers lie over the rings";
+      EXPECT_LE(8 * h.head_dim_v * 4, k.stride) << "half a warp's fp32 O over one K stage";
+      EXPECT_LE(8 * h.head_dim_v * 4, v.stride) << "the other half over one V stage";
+      EXPECT_GE(stats.offset, v.offset + v.bytes) << "Stats outlives the rings' reuse";
+      EXPECT_GE(stats.bytes, warps * (16 * 2 * 4 + 4)) << "each warp's row max and sum, and its O's stage";
+      EXPECT_TRUE(plan.ctas_per_sm == 1 || plan.ctas_per_sm == 2) << plan.ctas_per_sm;
+      EXPECT_LE(plan.ctas_per_sm * (plan.smem_bytes + 1024), arch == 80 ? 164 * 1024 : arch == 86 || arch == 89 || arch == 120 ? 100 * 1024 : 228 * 1024);
       for (const SmemBuffer& b : plan.smem) {
         EXPECT_EQ(b.offset % 128, 0) << b.name;
         EXPECT_LE(b.offset + b.bytes, plan.smem_bytes) << b.name;
       }
-      if (arch == 90 && h.head_dim <= 128) EXPECT_LE(2 * (plan.smem_bytes + 1024), 228 * 1024);
+      if (arch == 90 && h.head_dim <= 128) EXPECT_EQ(plan.ctas_per_sm, 2);
     }
 }
 
@@ -278,48 +280,67 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   fill_schedule(plan, problem, args);
   EXPECT_EQ(fa4k::split_parts(args.split, false, 131072 / plan.tile_n), 1);
   EXPECT_EQ(args.decode_seqlen_q, 8);
-  // Every (m block, CTA of parts) of a decode sequence is a tile: a CTA a part, but for a batch that fills
-  // the SMs with sequences of at most two parts, whose CTA runs both and merges them (no combine).
-  problem.params.seqlen_q = 8;  // 32 packed rows: two m blocks
-  problem.params.batch = 64;    // 64 x 8 x 2 CTAs at one part
-  fill_schedule(plan, problem, args);
-  EXPECT_EQ(args.max_splits, 17);
-  EXPECT_EQ(args.split.parts_per_cta, 1) << "17 parts: a CTA each";
-  EXPECT_EQ(args.total_tiles, 2 * 17 * 8 * 64);
-  problem.params.seqlen_k = 2 * min_part;
-  fill_schedule(plan, problem, args);
-  EXPECT_EQ(args.max_splits, 2);
-  EXPECT_EQ(args.split.parts_per_cta, 2) << "2 parts, 1024 CTAs at one part: one CTA runs both";
-  EXPECT_EQ(fa4k::split_ctas(args.split, args.max_splits), 1);
-  EXPECT_EQ(args.total_tiles, 2 * 1 * 8 * 64);
-  problem.params.batch = 3;  // 48 CTAs at one part: a CTA each
-  fill_schedule(plan, problem, args);
-  EXPECT_EQ(args.split.parts_per_cta, 1);
-  EXPECT_EQ(args.total_tiles, 2 * 2 * 8 * 3);
+  // Every (m block, CTA of parts) of a decode sequence is a tile. A CTA runs k consecutive parts, the k whose
+  // ceil(CTAs / slots) waves x k is least, the larger on a tie, of at most Plan::merged_parts default parts'
+  // keys (4096). 2 CTAs a SM: 264 slots on 132 SMs.
+  EXPECT_EQ(plan.ctas_per_sm, 2);
+  EXPECT_EQ(plan.merged_parts, 8);
+  struct Case {
+    int sms, batch, seqlen_q, seqlen_k, parts, per_cta;
+    const char* why;
+  };
+  for (const Case& c : {
+           Case{132, 64, 8, 131072, 17, 1, "17 parts of 7.7k keys over 1024 CTAs: a CTA each"},
+           Case{132, 64, 8, 2 * min_part, 2, 2, "2 parts: 8 waves of one, 4 of two: one CTA runs both"},
+           Case{132, 3, 8, 2 * min_part, 2, 1, "48 CTAs at one part: one wave of one part"},
+           Case{132, 8, 1, 8 * min_part, 8, 2, "8 parts, 64 CTAs: 2 waves of one, 1 of two, 1 of three: 4 CTAs of 2"},
+           Case{132, 32, 1, 8 * min_part, 8, 8, "8 parts, 256 CTAs: 8 waves of one, 4 of 2, 2 of 4, 1 of all 8"},
+           Case{128, 32, 1, 32 * min_part, 16, 4, "16 parts of 1k keys, 256 CTAs on 256 slots: 16 waves of one, 4 of 4 "
+                                                  "and 1 of all 16 (16k keys, past the cap)"},
+           Case{132, 8, 1, 0, 1, 1, "no keys: one part"},
+       }) {
+    SCOPED_TRACE(c.why);
+    problem.sm_count = c.sms;
+    problem.params.batch = c.batch, problem.params.seqlen_q = c.seqlen_q, problem.params.seqlen_k = c.seqlen_k;
+    fill_schedule(plan, problem, args);
+    EXPECT_EQ(args.max_splits, c.parts);
+    EXPECT_EQ(args.split.parts_per_cta, c.per_cta);
+    const int m_blocks = (c.seqlen_q * 4 + 15) / 16;
+    EXPECT_EQ(args.total_tiles, 1LL * c.batch * 8 * m_blocks * ((c.parts + c.per_cta - 1) / c.per_cta));
+  }
 }
 
-// The premise of the GPU test ServingShapes.SplitResultsAreBatchInvariant: its sequence of 1000 keys (8/2
-// heads, d128) has two parts, merged by the combine when alone and by its own CTA in the batch of 200, on
-// any GPU of up to 400 SMs; at dv 256 the Plan keeps one part a CTA.
+// The premise of the GPU test ServingShapes.SplitResultsAreBatchInvariant: its sequence of 3000 keys (8/2
+// heads, d128, one or two tokens) has six parts, run a CTA a part when alone, and on any GPU of up to 400 SMs
+// some batch of at most 2048 runs it in 2-5 CTAs (the combine merges them) and another in one CTA (which
+// merges them itself). At dv 256 the Plan keeps one part a CTA.
 TEST(PortablePlan, TheInvarianceTestsBatchRunsTheCtaMerge) {
-  for (int arch : {80, 90, 100}) {
+  for (int arch : {80, 86, 90, 100}) {
     KernelKey key = portable_key(128, 128);
     key.arch = arch, key.decode = true, key.gqa_pack = 4, key.split = true;
     const Plan plan = make_plan(key);
-    EXPECT_EQ(plan.merged_parts, 2);
     Problem problem = split_decode_problem();
-    problem.params.heads_q = 8, problem.params.heads_kv = 2, problem.params.seqlen_q = 3;
-    problem.params.seqlen_k = 1000;
+    problem.params.heads_q = 8, problem.params.heads_kv = 2, problem.params.seqlen_q = 2;
+    problem.params.seqlen_k = 3000;
     for (int sms : {108, 132, 148, 400}) {
+      SCOPED_TRACE("arch " + std::to_string(arch) + ", " + std::to_string(sms) + " SMs");
       problem.sm_count = sms;
       fa4k::AttentionArgs args{};
       problem.params.batch = 1;
       fill_schedule(plan, problem, args);
-      EXPECT_EQ(args.max_splits, 2) << "arch " << arch;
-      EXPECT_EQ(args.split.parts_per_cta, 1) << "alone: the combine merges, arch " << arch << ", " << sms << " SMs";
-      problem.params.batch = 200;
-      fill_schedule(plan, problem, args);
-      EXPECT_EQ(args.split.parts_per_cta, 2) << "in the batch: the CTA merges, arch " << arch << ", " << sms << " SMs";
+      EXPECT_EQ(args.max_splits, 6);
+      EXPECT_EQ(args.split.parts_per_cta, 1) << "alone: a CTA a part";
+      bool some = false, all = false;
+      for (int n = 4; n <= 2048; n += 4) {
+        problem.params.batch = n;
+        fill_schedule(plan, problem, args);
+        EXPECT_EQ(args.total_tiles % (2 * n), 0);
+        const long long ctas_per_sequence = args.total_tiles / (2 * n);
+        if (ctas_per_sequence == 1) all = true;
+        else if (ctas_per_sequence < 6) some = true;
+      }
+      EXPECT_TRUE(some);
+      EXPECT_TRUE(all);
     }
   }
   KernelKey wide = portable_key(256, 256);

@@ -79,6 +79,12 @@ class Serving {
   }
 
   Plan plan(const Attention& attention) const { return attention.plan(params_); }
+  // The launch run() makes (with the workspace it is given when the case asks for one).
+  LaunchShape launch_shape(const Attention& attention) const {
+    AttentionParams p = params_;
+    if (c_.workspace) p.workspace = reinterpret_cast<void*>(uintptr_t{256});
+    return attention.launch_shape(p);
+  }
 
   // Every element of O still holds the poison run() was given.
   bool output_untouched() const {
@@ -694,9 +700,8 @@ INSTANTIATE_TEST_SUITE_P(Sm100Emulated, ServingShapes, ::testing::ValuesIn(sm100
 
 // A sequence's output does not depend on the rest of the batch: decode sequence 0 alone, then next to
 // others of other lengths, with num_splits 0 and a workspace: the same bits. Alone, each of its parts takes a
-// CTA and the combine kernel merges them; in a batch of 200 sequences of at most two parts (400 CTAs at one
-// part, more than any GPU's SMs) one CTA runs both parts of a sequence and merges them itself
-// (SplitRule::parts_per_cta).
+// CTA and the combine kernel merges them; in larger batches a CTA runs several consecutive parts of a
+// sequence (SplitRule::parts_per_cta), and merges them itself when it runs them all.
 TEST(ServingShapes, SplitResultsAreBatchInvariant) {
   FA4_REQUIRE_GPU();
   PrimaryContext context;
@@ -726,8 +731,33 @@ TEST(ServingShapes, SplitResultsAreBatchInvariant) {
   short_sinks.sinks = large_sinks.sinks = true;
   short_sinks.sink_mean = large_sinks.sink_mean = 1;
   short_sinks.name = "short_alone_sinks", large_sinks.name = "large_sinks";
+  // Six parts (3000 keys) in batches, found on this GPU, whose CTAs run some of a sequence's parts each (the
+  // combine merges their partials) and all six (the CTA merges them): a CTA's parts stream through its rings.
+  // The others are short, so sequence 0 sets the parts; one token or two: one m block of 2 kv heads each.
+  std::vector<std::pair<ServingCase, ServingCase>> pairs = {{alone, batch}, {short_alone, large}, {short_sinks, large_sinks}};
+  auto ctas = [&](const ServingCase& c) {
+    const LaunchShape shape = Serving(c, 7).launch_shape(attention);
+    return 1LL * shape.grid[0] * shape.grid[1] * shape.grid[2];
+  };
+  ASSERT_EQ(ctas(alone), 2 * 6) << "alone: a CTA for each of 6 parts of 2 kv heads";
+  bool some_parts = false, all_parts = false;
+  for (int n = 4; n <= 2048 && !(some_parts && all_parts); n += 4) {
+    ServingCase many = alone;
+    for (int i = 1; i < n; ++i) {
+      many.seqlens_q.push_back(1 + i % 2);
+      many.seqlens_k.push_back(i % 7 == 3 ? 0 : 1 + 37 * i % 1500);
+    }
+    const long long ctas_per_sequence = ctas(many) / (2 * n);
+    if (ctas_per_sequence == 6) continue;  // a CTA a part, as alone
+    bool& found = ctas_per_sequence == 1 ? all_parts : some_parts;
+    if (found) continue;
+    found = true;
+    many.name = "batch_of_" + std::to_string(n) + "_" + std::to_string(ctas_per_sequence) + "_ctas_a_sequence";
+    pairs.emplace_back(alone, many);
+  }
+  EXPECT_TRUE(some_parts && all_parts) << "no batch of up to 2048 ran a sequence in 2-5 CTAs and in one";
   const size_t seq0 = static_cast<size_t>(alone.heads_q) * alone.dv;
-  for (auto [one, c] : {std::pair{alone, batch}, {short_alone, large}, {short_sinks, large_sinks}}) {
+  for (auto [one, c] : pairs) {
     const ServingResult a = Serving(one, 7).run(attention);
     ASSERT_TRUE(a.passed) << one.name << ": " << a.failures;
     const ServingResult b = Serving(c, 7).run(attention);

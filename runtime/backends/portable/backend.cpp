@@ -112,19 +112,21 @@ Plan combine_plan(const KernelKey& key) {
 
 // The decode kernel: a CTA takes one tile of kDecodeRows packed rows (the q heads of one kv head, times the
 // new tokens); each warp streams its own 16-key chunks of the CTA's keys through its own cp.async ring (no
-// CTA barrier in the loop), and the warps merge their (O, max, sum) states through smem at the end. The ring
-// is as deep as fits two CTAs per SM (so one CTA's epilogue hides under the other's loads), else one; with 2
-// warps when 4 do not fit two stages (d 256 on 99 KB parts).
+// CTA barrier in the loop), and the warps merge their (O, max, sum) states through smem at a part's end, each
+// O over the ring stage of its warp's last chunk (the next part's loads fill the others). The ring is as deep
+// as fits two CTAs per SM (so one CTA's epilogue hides under the other's loads), else one; with 2 warps when
+// 4 do not fit two stages (d 256 on 99 KB parts).
 Plan decode_plan(const KernelKey& key) {
   const int d = key.head_dim, dv = key.head_dim_v;
   const ArchSmem smem = arch_smem(key.arch);
   const int q_bytes = kDecodeRows * d * 2;
   const int k_chunk = kDecodeChunk * d * 2, v_chunk = kDecodeChunk * dv * 2;
+  const auto stats_bytes = [](int warps) { return warps * (kDecodeRows * 2 * 4 + 4); };
   int warps = 0, stages = 0, ctas = 0;
   for (int w : {4, 2}) {
     for (int c : {2, 1}) {
       const int budget = std::min(smem.per_block, smem.per_sm / c - 1024);
-      const int s = std::min(kDecodeMaxStages, (budget - q_bytes) / (w * (k_chunk + v_chunk)));
+      const int s = std::min(kDecodeMaxStages, (budget - q_bytes - stats_bytes(w)) / (w * (k_chunk + v_chunk)));
       if (s >= 2) {
         warps = w, stages = s, ctas = c;
         break;
@@ -145,24 +147,23 @@ Plan decode_plan(const KernelKey& key) {
   plan.q_tiles = 1;
   plan.kv_stages = stages;
   plan.split_blocks = key.split ? kDecodeSplitBlocks : 0;
-  // On the H200, CTAs that each ran all of a sequence's parts: 2 parts (1k keys) 1.07-1.18x the CTA a part
-  // with a combine; 8 parts (4k keys) 0.97-0.98x (each part after the first restarts the K/V rings), and CTAs
-  // of 3 parts still followed by a combine 0.89x. At dv 256 the loop over parts costs registers: one part.
-  plan.merged_parts = key.split && dv <= 192 ? 2 : 1;
+  // A CTA may run consecutive parts of up to 8 default parts' keys (4096) through its rings, which no part
+  // restarts: on the H200 CTAs of 5 parts of 7.7k keys ran 0.93x a CTA a part (8x128k, 32/8 heads). At dv
+  // 256 the loop over parts costs registers: one part.
+  plan.merged_parts = key.split && dv <= 192 ? 8 : 1;
+  plan.ctas_per_sm = ctas;
   plan.rescale_threshold_log2 = 8;
   const int k_bytes = warps * stages * k_chunk, v_bytes = warps * stages * v_chunk;
-  const int merge_bytes = warps * kDecodeRows * dv * 4, stats_bytes = warps * kDecodeRows * 2 * 4;
   plan.smem = {
       {"Q", 0, q_bytes, 0, "Q tile: 16 rows x d, swizzled; every warp reads all of it"},
-      {"K", q_bytes, k_bytes, k_chunk, "K rings: warp w's stage s at chunk w * kv_stages + s, 16 keys x d, swizzled"},
-      {"V", q_bytes + k_bytes, v_bytes, v_chunk, "V rings, laid out as K"},
-      {"Merge", q_bytes, merge_bytes, kDecodeRows * dv * 4,
-       "after the loop, over the K rings: each warp's unnormalised fp32 O, 16 rows x dv"},
-      {"Stats", q_bytes + merge_bytes, stats_bytes, kDecodeRows * 2 * 4, "each warp's row max, then row sum, fp32"},
+      {"K", q_bytes, k_bytes, k_chunk,
+       "K rings: warp w's stage s at chunk w * kv_stages + s, 16 keys x d, swizzled; at a part's end rows 0-7 of "
+       "the warp's unnormalised fp32 O over the stage of its last chunk"},
+      {"V", q_bytes + k_bytes, v_bytes, v_chunk, "V rings, laid out as K; at a part's end O's rows 8-15"},
+      {"Stats", q_bytes + k_bytes + v_bytes, stats_bytes(warps), kDecodeRows * 2 * 4,
+       "at a part's end each warp's row max, then row sum, fp32; then each warp's stage holding its O"},
   };
-  plan.smem_bytes = q_bytes + k_bytes + v_bytes;
-  if (merge_bytes + stats_bytes > k_bytes + v_bytes)
-    throw Error(ErrorCode::internal, key.name() + ": the decode merge buffers do not fit over the K/V rings");
+  plan.smem_bytes = q_bytes + k_bytes + v_bytes + stats_bytes(warps);
   plan.roles = {{"Stream", 0, warps, 0,
                  "every warp: cp.async of its own K/V chunks, S = Q K^T and O += P V on 16 rows x 16 keys (mma.sync), "
                  "online softmax; then the merge of the warps' states and the epilogue"}};
