@@ -731,31 +731,38 @@ TEST(ServingShapes, SplitResultsAreBatchInvariant) {
   short_sinks.sinks = large_sinks.sinks = true;
   short_sinks.sink_mean = large_sinks.sink_mean = 1;
   short_sinks.name = "short_alone_sinks", large_sinks.name = "large_sinks";
-  // Six parts (3000 keys) in batches, found on this GPU, whose CTAs run some of a sequence's parts each (the
-  // combine merges their partials) and all six (the CTA merges them): a CTA's parts stream through its rings.
-  // The others are short, so sequence 0 sets the parts; one token or two: one m block of 2 kv heads each.
+  // Six parts (3000 keys) and seven (3500) in batches, found on this GPU, whose CTAs run some of a sequence's
+  // parts each (the combine merges their partials; of seven, a prime, the last CTA runs fewer) and all of
+  // them (the CTA merges them): a CTA's parts stream through its rings. The others are short, so sequence 0
+  // sets the parts; one token or two: one m block of 2 kv heads each.
   std::vector<std::pair<ServingCase, ServingCase>> pairs = {{alone, batch}, {short_alone, large}, {short_sinks, large_sinks}};
   auto ctas = [&](const ServingCase& c) {
     const LaunchShape shape = Serving(c, 7).launch_shape(attention);
     return 1LL * shape.grid[0] * shape.grid[1] * shape.grid[2];
   };
-  ASSERT_EQ(ctas(alone), 2 * 6) << "alone: a CTA for each of 6 parts of 2 kv heads";
-  bool some_parts = false, all_parts = false;
-  for (int n = 4; n <= 2048 && !(some_parts && all_parts); n += 4) {
-    ServingCase many = alone;
-    for (int i = 1; i < n; ++i) {
-      many.seqlens_q.push_back(1 + i % 2);
-      many.seqlens_k.push_back(i % 7 == 3 ? 0 : 1 + 37 * i % 1500);
+  for (auto [keys, parts] : {std::pair{3000, 6}, {3500, 7}}) {
+    ServingCase one = alone;
+    one.name = "alone_" + std::to_string(parts) + "_parts";
+    one.seqlens_k = {keys};
+    ASSERT_EQ(ctas(one), 2 * parts) << one.name << ": a CTA for each part of 2 kv heads";
+    bool some_parts = false, all_parts = false;
+    for (int n = 4; n <= 2048 && !(some_parts && all_parts); n += 4) {
+      ServingCase many = one;
+      for (int i = 1; i < n; ++i) {
+        many.seqlens_q.push_back(1 + i % 2);
+        many.seqlens_k.push_back(i % 7 == 3 ? 0 : 1 + 37 * i % 1500);
+      }
+      const long long ctas_per_sequence = ctas(many) / (2 * n);
+      if (ctas_per_sequence == parts) continue;  // a CTA a part, as alone
+      bool& found = ctas_per_sequence == 1 ? all_parts : some_parts;
+      if (found) continue;
+      found = true;
+      many.name = "batch_of_" + std::to_string(n) + "_" + std::to_string(ctas_per_sequence) + "_ctas_for_" +
+                  std::to_string(parts) + "_parts";
+      pairs.emplace_back(one, many);
     }
-    const long long ctas_per_sequence = ctas(many) / (2 * n);
-    if (ctas_per_sequence == 6) continue;  // a CTA a part, as alone
-    bool& found = ctas_per_sequence == 1 ? all_parts : some_parts;
-    if (found) continue;
-    found = true;
-    many.name = "batch_of_" + std::to_string(n) + "_" + std::to_string(ctas_per_sequence) + "_ctas_a_sequence";
-    pairs.emplace_back(alone, many);
+    EXPECT_TRUE(some_parts && all_parts) << "no batch of up to 2048 ran " << parts << " parts in fewer CTAs and in one";
   }
-  EXPECT_TRUE(some_parts && all_parts) << "no batch of up to 2048 ran a sequence in 2-5 CTAs and in one";
   const size_t seq0 = static_cast<size_t>(alone.heads_q) * alone.dv;
   for (auto [one, c] : pairs) {
     const ServingResult a = Serving(one, 7).run(attention);
