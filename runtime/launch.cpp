@@ -3,6 +3,7 @@
 #include "runtime/launch.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "runtime/backend.hpp"
 #include "runtime/driver.hpp"
@@ -125,10 +126,10 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
     const long long most = std::min({parts, 1LL * plan.merged_parts,
                                      std::max(1LL, 1LL * plan.merged_parts * plan.split_blocks / part_blocks)});
     const long long wave = std::max(1, plan.ctas_per_sm) * sm_slots(problem);
-    long long best = 1, best_cost = -1;
+    long long best = 1, best_cost = std::numeric_limits<long long>::max();
     for (long long k = 1; k <= most; ++k) {
       const long long waves = (ctas * ((parts + k - 1) / k) + wave - 1) / wave;
-      if (best_cost < 0 || waves * k <= best_cost) best = k, best_cost = waves * k;
+      if (waves * k <= best_cost) best = k, best_cost = waves * k;
     }
     r.parts_per_cta = static_cast<int>(best);
   }

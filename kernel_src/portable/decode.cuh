@@ -209,6 +209,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
               : smem + fa4cfg::kSmemVOffset + (w * kStages + s) * kVChunkBytes + (r - 8) * fa4cfg::kHeadDimV * 4);
   };
   int stage = 0;  // the stage of the stream's next chunk
+  auto stage_before = [](int s) { return s == 0 ? kStages - 1 : s - 1; };
 
   // Each part as a CTA of its own would run it: the same chunks per warp, the same merge of the warps.
   auto run_part = [&](int part) {
@@ -227,7 +228,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
       // stream's chunk kStages - 1 ahead refills.
       cp_async_wait<kStages - 2>();
       __syncwarp();
-      load_next(stage == 0 ? kStages - 1 : stage - 1);
+      load_next(stage_before(stage));
       cp_async_commit();
 
       float s[1][2][4];
@@ -244,7 +245,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
 
     // The warp's state to smem (O[row][col] unnormalised), over the stage of its last chunk.
     __syncwarp();  // every lane has read that stage
-    const int free_stage = stage == 0 ? kStages - 1 : stage - 1;
+    const int free_stage = stage_before(stage);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = (lane >> 2) + 8 * h;
