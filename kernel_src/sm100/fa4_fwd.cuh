@@ -172,7 +172,6 @@ struct Ring {
   __device__ void advance() {
     if (++index == kKvStages) index = 0, phase ^= 1;
   }
-  __device__ int previous_index() const { return index == 0 ? kKvStages - 1 : index - 1; }
 };
 
 // ---- work decomposition ----------------------------------------------------------------------------
@@ -309,8 +308,10 @@ struct MmaOperands {
   __device__ __forceinline__ void qk(int s, int slot) const {
     static_assert(kmajor_step(kSwizzle, kM, 0).sbo == kmajor_step(kSwizzle, kN, 0).sbo, "Q and K share the K-major layout");
     static_assert(kM == kN, "a k-step is the same offset in the Q and K tiles");
-    const u64 k = desc_advance(k0, slot * kSmemKVStride);
-    const int q_from_k = kSmemQOffset + s * kSmemQStride - kSmemKVOffset - slot * kSmemKVStride;
+    // Distances in 16-byte units, the start field's: no signed division or masking left to the compiler (with
+    // V's in pv: d128 228 -> 220 instructions per 32 MMAs).
+    const u64 k = k0 + static_cast<u32>(slot * (kSmemKVStride / 16));
+    const int q_from_k = (kSmemQOffset + s * kSmemQStride - kSmemKVOffset) / 16 - slot * (kSmemKVStride / 16);
     const u64 q = desc_move(k, q_from_k);
     const u32 t = opaque(t0);
 #pragma unroll
@@ -325,7 +326,7 @@ struct MmaOperands {
   // (one uniform 64-bit add per MMA instead of a 64-bit add and two moves: 270 -> 263 instructions per 32
   // MMAs at d128; one opaque value shared by both tiles' PV made it 269).
   __device__ __forceinline__ void pv(int s, int slot, bool accumulate) const {
-    const u64 v = opaque(desc_advance(v0, slot * kSmemKVStride));
+    const u64 v = opaque(v0 + static_cast<u32>(slot * (kSmemKVStride / 16)));
     const u32 t = opaque(t0);
 #pragma unroll
     for (int kk = 0; kk < kN / 16; ++kk)
@@ -339,18 +340,21 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
   const MmaOperands op(sm, tmem);
   Ring ring;
   u32 tile_phase = 0;
-  u32 pv_phase[2] = {0, 0};
+  // PV number k of tile s (counted over the CTA's tiles) waits on PvReady[s] in phase k % 2, and its commit
+  // is awaited on PvDone[s] in the same phase (one PvDone wait per PV, in order: a tile's last at the next
+  // tile's start or the role's end). Every step runs one PV of each tile, so one parity serves all four
+  // barriers: the current step's, flipped after it (one per tile and kind before: d128 213 -> 209
+  // instructions per 32 MMAs).
+  u32 pv_parity = 0;
   // Where P_s lies inside S_s's columns (kPvDone), PV_s reads them and the next QK into S_s overwrites them.
   // The PTX ISA orders two MMAs of one thread only when they share accumulator and shape, so that QK waits
   // for the PV's commit: every QK into S_s but the CTA's first (few registers: this warp has 56). Where P_s
   // has columns of its own, the QK follows at once.
-  u32 pv_done_phase = 0;  // bit s: parity of tile s's next PvDone phase
   // The two ordering defects leave the PvDone barrier out: no commit, no wait.
   constexpr bool kAwaitsPv = kPvDone && kFault != Fault::assume_mma_order && kFault != Fault::tmem_reuse_race;
-  auto await_pv = [&](int s) {
+  auto await_pv = [&](int s, u32 parity) {
     if (!kAwaitsPv) return;
-    wait(&b.pv_done[s], pv_done_phase >> s & 1, "pv_done");
-    pv_done_phase ^= 1u << s;
+    wait(&b.pv_done[s], parity, "pv_done");
     tcgen05_fence_after_thread_sync();
   };
   TileWalk walk;
@@ -361,14 +365,17 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
     wait(&b.kv_full[ring.index], ring.phase, "kv_full(K)");
     tcgen05_fence_after_thread_sync();
     for (int s = 0; s < 2; ++s) {
-      if (walk.taken > 1) await_pv(s);  // the previous tile's last PV_s read P_s
+      if (walk.taken > 1) await_pv(s, pv_parity ^ 1);  // the previous tile's last PV_s read P_s
       op.qk(s, ring.index);
       mma_commit_issue(&b.s_full[s]);
     }
     mma_commit_issue(&b.kv_empty[ring.index]);
     ring.advance();
-    for (int j = 1; j <= w.blocks.n_blocks; ++j) {
-      const bool last = j == w.blocks.n_blocks;
+    // Block j's step: PV of block j-1 (accumulating past the first), then QK of block j (not on the last).
+    // The first and last steps are peeled off the loop, which then tests neither (d128, per 32 MMAs: the last
+    // step's peel 248 -> 228, the first's 3 fewer). At d > 128 ptxas then hoists the twelve Q k-step
+    // descriptors into vector registers, and spills: the loop stays whole there.
+    auto kv_step = [&](const bool last, const bool accumulate) {
       Ring v_pos = ring;  // V of block j-1
       wait(&b.kv_full[v_pos.index], v_pos.phase, "kv_full(V)");
       ring.advance();
@@ -385,21 +392,20 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
         // The deliberate race: S_j overwrites P_(j-1) before the PV that reads it (issued before P is even
         // written: the softmax reads S_(j-1), or stores P, under a pending MMA).
         if (kFault == Fault::tmem_reuse_race && !last) op.qk(s, k_pos.index);
-        wait(&b.pv_ready[s], pv_phase[s], "pv_ready");
-        pv_phase[s] ^= 1;
+        wait(&b.pv_ready[s], pv_parity, "pv_ready");
         tcgen05_fence_after_thread_sync();
-        // Tile 1 names V's slot as the one before K's: the same slot, but ptxas cannot tell, so it does not
+        // Tile 1 names V's slot as min(slot, stages - 1): the same slot, but ptxas cannot tell, so it does not
         // share tile 0's eight V descriptors (it kept shared ones in vector registers, moved to uniform ones
         // before every MMA: 32 moves a block); each PV builds its own in uniform registers (d128: 263 -> 248
-        // instructions per 32 MMAs).
-        op.pv(s, s == 0 ? v_pos.index : k_pos.previous_index(), j > 1);
+        // instructions per 32 MMAs naming it as the slot before K's, 2 fewer with one VIMNMX).
+        op.pv(s, s == 0 ? v_pos.index : min(v_pos.index, kKvStages - 1), accumulate);
         if (kAwaitsPv) mma_commit_issue(&b.pv_done[s]);
         if (last) {
           mma_commit_issue(&b.o_full[s]);
           if (s == 1) mma_commit_issue(&b.kv_empty[v_pos.index]);
         } else {
           if (kFault != Fault::tmem_reuse_race) {
-            await_pv(s);
+            await_pv(s, pv_parity);
             op.qk(s, k_pos.index);
           }
           mma_commit_issue(&b.s_full[s]);
@@ -409,12 +415,20 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
           }
         }
       }
+      pv_parity ^= 1;
+    };
+    if constexpr (kD <= 128) {
+      if (w.blocks.n_blocks > 1) kv_step(false, false);
+      for (int j = 2; j < w.blocks.n_blocks; ++j) kv_step(false, true);
+      kv_step(true, w.blocks.n_blocks > 1);
+    } else {
+      for (int j = 1; j <= w.blocks.n_blocks; ++j) kv_step(j == w.blocks.n_blocks, j > 1);
     }
   }
   // Leave no PvDone arrival in flight when the CTA exits (there are none where P has columns of its own; the
   // Load warp drains the KvEmpty and QEmpty arrivals, the other roles wait for theirs).
   if (walk.taken > 0)
-    for (int s = 0; s < 2; ++s) await_pv(s);
+    for (int s = 0; s < 2; ++s) await_pv(s, pv_parity ^ 1);
 }
 
 // ---- Softmax warpgroups ------------------------------------------------------------------------------
