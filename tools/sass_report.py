@@ -673,7 +673,7 @@ def count(instrs):
             "ops": dict(sorted(ops.items(), key=lambda kv: -kv[1]))}
 
 
-def analyse(sass_text, roles, kv_loop_regex):
+def analyse(sass_text, roles, kv_loop_regex, listing=None):
     functions = parse_sass(sass_text)
     if not functions:
         raise SystemExit("sass_report: no code in the disassembly")
@@ -764,6 +764,9 @@ def analyse(sass_text, roles, kv_loop_regex):
             "steady": count(paths["steady"]),
             "full": count(paths["full"]),
         }
+        if role == listing:  # the instructions counted, for reading what is left to cut
+            result["roles"][role]["steady_listing"] = [
+                "%04x  %s%s %s" % (i.addr, "@%s " % i.pred if i.pred else "", i.op, i.args) for i in paths["steady"]]
     # Roles without a K/V loop (Epilogue): their outermost non-spin loop, per tile.
     if has_lines:
         for e in candidates:
@@ -1020,6 +1023,8 @@ def main():
                     help="replace this kernel's lines in a counts table (bench/results/sm100-model-counts.txt), "
                          "keeping the other kernels' lines and the comments")
     ap.add_argument("--keep", help="keep the dumped .cu/.log/.cubin in this directory")
+    ap.add_argument("--listing", metavar="ROLE",
+                    help="also print the instructions of ROLE's steady trip (e.g. Mma, Softmax), the ones counted")
     ap.add_argument("--report", help="write the full Markdown report (summary, tables, fa4rt plan --model) here")
     args = ap.parse_args()
 
@@ -1031,7 +1036,7 @@ def main():
     results, lines = [], []
     if args.cubin:
         for path in args.cubin:
-            res = analyse(disassemble(nvdisasm, path), roles, args.kv_loop_regex)
+            res = analyse(disassemble(nvdisasm, path), roles, args.kv_loop_regex, args.listing)
             res["cubin"] = path
             results.append((os.path.basename(path), res))
             if args.shape:
@@ -1053,7 +1058,7 @@ def main():
                 dims = [int(p) for p in parts if p != "causal"]
                 cfg = {"dtype": args.dtype, "d": dims[0], "dv": dims[1] if len(dims) > 1 else dims[0], "causal": causal}
                 cubin, log, plan_text, name = dump_config(args.fa4rt, cfg, work)
-                res = analyse(disassemble(nvdisasm, cubin), roles, args.kv_loop_regex)
+                res = analyse(disassemble(nvdisasm, cubin), roles, args.kv_loop_regex, args.listing)
                 res.update(config=cfg, ptxas=ptxas_report(log), plan=plan_facts(plan_text), key=name)
                 results.append((name, res))
                 lines += model_lines("ours", cfg, res)
@@ -1085,6 +1090,13 @@ def main():
     if not (args.markdown or args.json or args.model_lines or args.update_counts or args.report):
         print(md)
         print("\n".join(lines))
+    for name, res in results:
+        role = res["roles"].get(args.listing) if args.listing else None
+        if args.listing:
+            print("\n### %s: %s's steady trip, %s" % (name, args.listing,
+                  "%d instructions" % len(role["steady_listing"]) if role else "no such role (roles: %s)" % ", ".join(sorted(res["roles"]))))
+        if role:
+            print("\n".join(role["steady_listing"]))
     return 0
 
 
