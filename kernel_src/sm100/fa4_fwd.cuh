@@ -310,6 +310,8 @@ struct MmaOperands {
     static_assert(kM == kN, "a k-step is the same offset in the Q and K tiles");
     // Distances in 16-byte units, the start field's: no signed division or masking left to the compiler (with
     // V's in pv: d128 228 -> 220 instructions per 32 MMAs).
+    static_assert(kSmemKVStride % 16 == 0 && kSmemQStride % 16 == 0 && (kSmemQOffset - kSmemKVOffset) % 16 == 0,
+                  "Plan: slots and Q tiles 16-byte aligned, whole units of the descriptors' start field");
     const u64 k = k0 + static_cast<u32>(slot * (kSmemKVStride / 16));
     const int q_from_k = (kSmemQOffset + s * kSmemQStride - kSmemKVOffset) / 16 - slot * (kSmemKVStride / 16);
     const u64 q = desc_move(k, q_from_k);
