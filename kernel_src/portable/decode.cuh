@@ -256,6 +256,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
         stats[warp * 2 * kRows + r] = row_max[0][h];
         stats[warp * 2 * kRows + kRows + r] = sum;
       }
+      if (row0 + r >= rows) continue;  // a padding row of the tile: the merge never reads it
       float* out = o_row(warp, free_stage, r) + 2 * (lane & 3);
 #pragma unroll
       for (int ot = 0; ot < kOTiles; ++ot) *reinterpret_cast<float2*>(out + ot * 8) = make_float2(o[0][ot][2 * h], o[0][ot][2 * h + 1]);
@@ -263,14 +264,16 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
     if (lane == 0) o_stage[warp] = free_stage;
     __syncthreads();
 
-    // The merge: the warps' states weighed against the largest max (a warp without keys weighs 0), 8 output
-    // columns (one 16-byte store) per item.
+    // The merge: the warps' states weighed against the largest max (a warp without keys weighs 0). A row's
+    // kRowThreads threads compute its weights once and take every kRowThreads-th 8-column vector (one 16-byte
+    // store each).
     constexpr int kVecs = fa4cfg::kHeadDimV / 8;
+    constexpr int kRowThreads = fa4cfg::kThreads / kRows;
+    static_assert(fa4cfg::kThreads % kRows == 0, "plan: whole threads per row");
     u16* o_seq = const_cast<u16*>(sequence_base(args.o, args.cu_seqlens_q, tile.batch));
-    for (int item = tid; item < kRows * kVecs; item += fa4cfg::kThreads) {
-      const int r = item / kVecs, vec = item % kVecs;
-      const int row = row0 + r;
-      if (row >= rows) continue;
+    const int r = tid / kRowThreads;
+    const int row = row0 + r;
+    if (row < rows) {
       float max = neg_inf();
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) max = fmaxf(max, stats[w * 2 * kRows + r]);
@@ -285,35 +288,35 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
       float lse = sum > 0.f ? (max * args.scale_log2 + log2_approx(sum)) * kLn2 : neg_inf();
       const int token = row_token(row), head = row_head(group, row);
       if (fa4cfg::kSinks && !partial) lse = add_sink(lse, args.sinks[head], inv);  // split: in the merge
-      float acc[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j] = 0.f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float4* in = reinterpret_cast<const float4*>(o_row(w, o_stage[w], r) + vec * 8);
-        const float4 lo = in[0], hi = in[1];
-        const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[j] += weight[w] * x[j];
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j] *= inv;
       const long long global_row = tile.row_base + token;
-      if (partial) {
-        const long long rows_per_part = args.split.partial_rows;
-        const long long at = fa4k::partial_row(args.split, tile.batch, token, global_row);
-        const long long state = part * rows_per_part + at;
-        float4* out = reinterpret_cast<float4*>(args.o_partial + (state * args.heads_q + head) * fa4cfg::kHeadDimV + vec * 8);
-        out[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-        out[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-        if (vec == 0) args.lse_partial[(static_cast<long long>(part) * args.heads_q + head) * rows_per_part + at] = lse;
-        continue;
-      }
-      const u32 packed[4] = {pack_half2<fa4cfg::kBf16>(acc[0], acc[1]), pack_half2<fa4cfg::kBf16>(acc[2], acc[3]),
-                             pack_half2<fa4cfg::kBf16>(acc[4], acc[5]), pack_half2<fa4cfg::kBf16>(acc[6], acc[7])};
-      st_global_v4(o_seq + token * args.o.seq_stride + head * args.o.head_stride + vec * 8, packed);
-      if (fa4cfg::kWriteLse && vec == 0) {
-        args.lse[lse_index(args, tile, head, token)] = lse;
+      for (int vec = tid % kRowThreads; vec < kVecs; vec += kRowThreads) {
+        float acc[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[j] = 0.f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) {
+          const float4* in = reinterpret_cast<const float4*>(o_row(w, o_stage[w], r) + vec * 8);
+          const float4 lo = in[0], hi = in[1];
+          const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[j] += weight[w] * x[j];
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[j] *= inv;
+        if (partial) {
+          const long long rows_per_part = args.split.partial_rows;
+          const long long at = fa4k::partial_row(args.split, tile.batch, token, global_row);
+          const long long state = part * rows_per_part + at;
+          float4* out = reinterpret_cast<float4*>(args.o_partial + (state * args.heads_q + head) * fa4cfg::kHeadDimV + vec * 8);
+          out[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+          out[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+          if (vec == 0) args.lse_partial[(static_cast<long long>(part) * args.heads_q + head) * rows_per_part + at] = lse;
+          continue;
+        }
+        const u32 packed[4] = {pack_half2<fa4cfg::kBf16>(acc[0], acc[1]), pack_half2<fa4cfg::kBf16>(acc[2], acc[3]),
+                               pack_half2<fa4cfg::kBf16>(acc[4], acc[5]), pack_half2<fa4cfg::kBf16>(acc[6], acc[7])};
+        st_global_v4(o_seq + token * args.o.seq_stride + head * args.o.head_stride + vec * 8, packed);
+        if (fa4cfg::kWriteLse && vec == 0) args.lse[lse_index(args, tile, head, token)] = lse;
       }
     }
     // The states are read: each warp's stage may be refilled, Stats rewritten, by the next part.
