@@ -60,6 +60,31 @@ FA4_PARAMS_HD int split_parts(const SplitRule& r, bool decode_sequence, int bloc
   return parts < 1 ? 1 : parts < r.max_parts ? parts : r.max_parts;
 }
 
+// Part p of a span of `count` KV blocks cut into `parts` starts at block count * p / parts; with count = q *
+// parts + rem that is q * p + rem * p / parts (rem * p < 256^2 fits an int). A CTA that runs consecutive
+// parts walks them: one division for its first part, then an add and a carry per part (the divisions cost
+// the decode kernel ~150 instructions a part).
+struct PartWalk {
+  int begin, end;  // the part's blocks [begin, end), from the span's first
+  int q, rem, parts, frac;  // frac = rem * part % parts
+
+  FA4_PARAMS_HD static PartWalk at(int first, int count, int parts, int part) {
+    PartWalk w;
+    w.q = count / parts, w.rem = count % parts, w.parts = parts;
+    w.begin = first + w.q * part + w.rem * part / parts;
+    w.frac = w.rem * part % parts;
+    w.end = w.begin + w.q + (w.frac + w.rem >= parts);
+    return w;
+  }
+  FA4_PARAMS_HD void next() {
+    frac += rem;
+    if (frac >= parts) frac -= parts;
+    begin = end;
+    end = begin + q + (frac + rem >= parts);
+  }
+};
+static_assert(static_cast<long long>(kMaxSplitParts) * kMaxSplitParts <= 0x7fffffff, "PartWalk: rem * part fits an int");
+
 // The KV blocks (of tile_n keys) holding the keys any query of a sequence sees, [first, first + count):
 // all of them, or a sliding window's span (window_right 0 for causal; -1: unbounded). Split-KV cuts this
 // span, so a window's parts hold only keys it reads.

@@ -27,6 +27,7 @@
 
 namespace fa4p {
 
+__host__ __device__ constexpr int log2_of(int x) { return x <= 1 ? 0 : 1 + log2_of(x / 2); }
 constexpr int kWarps = fa4cfg::kThreads / 32;
 constexpr int kRows = fa4cfg::kTileM;
 constexpr int kChunk = fa4cfg::kTileN / kWarps;  // keys per warp step
@@ -130,18 +131,11 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
   struct Chunks {
     int first, count;
   };
-  // Part p starts at block span.count * p / parts: with count = q * parts + rem that is q * p + rem * p /
-  // parts (rem * p < 256^2), the same value without a 64-bit division, whose call in the loop over chunks
-  // made the register allocator spread (the H200 ran the kernel ~4% slower where a CTA's latency shows).
-  static_assert(static_cast<long long>(fa4k::kMaxSplitParts) * fa4k::kMaxSplitParts <= 0x7fffffff, "rem * p fits an int");
-  const int part_q = span.count / parts, part_rem = span.count % parts;
-  auto part_start = [&](int part) { return span.first + part_q * part + part_rem * part / parts; };
-  auto chunks_of = [&](int part) {
-    const int n_begin = part_start(part), n_end = part_start(part + 1);
-    const int key_end = min(n_end * kTileN, keys_end);
+  auto chunks_of = [&](const fa4k::PartWalk& w) {
+    const int key_end = min(w.end * kTileN, keys_end);
     const int chunk_end = key_end <= 0 ? 0 : (key_end + kChunk - 1) / kChunk;
     Chunks c;
-    c.first = max(n_begin * kWarps, keys_first_chunk) + warp;
+    c.first = max(w.begin * kWarps, keys_first_chunk) + warp;
     c.count = c.first < chunk_end ? (chunk_end - c.first + kWarps - 1) / kWarps : 0;
     return c;
   };
@@ -171,11 +165,15 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
   // chunk g uses stage g % kStages, so the next part's first chunks load while a part ends (its merge, its
   // epilogue) and no part restarts the ring.
   int load_part = part_begin, loaded = 0;  // the stream's next chunk to load: the part, and its index there
-  Chunks load_chunks = chunks_of(part_begin);
+  fa4k::PartWalk load_walk = fa4k::PartWalk::at(span.first, span.count, parts, part_begin);
+  Chunks load_chunks = chunks_of(load_walk);
+  fa4k::PartWalk run_walk = load_walk;  // the part run_part runs next
   auto load_next = [&](int stage) {
     if constexpr (fa4cfg::kMergedParts > 1)
       while (loaded == load_chunks.count && load_part + 1 < part_end) {
-        load_chunks = chunks_of(++load_part);
+        ++load_part;
+        load_walk.next();
+        load_chunks = chunks_of(load_walk);
         loaded = 0;
       }
     if (loaded < load_chunks.count) load_chunk(load_chunks.first + loaded++ * kWarps, stage);
@@ -213,7 +211,8 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
 
   // Each part as a CTA of its own would run it: the same chunks per warp, the same merge of the warps.
   auto run_part = [&](int part) {
-    const Chunks chunks = chunks_of(part);
+    const Chunks chunks = chunks_of(run_walk);
+    if (fa4cfg::kMergedParts > 1 && part + 1 < part_end) run_walk.next();
     float o[1][kOTiles][4];
     float row_max[1][2];
     init_row_max(row_max, args.scale_log2);
@@ -238,7 +237,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
       if (key0 + kChunk > seqlen_k || key0 + kChunk - 1 > first_row_last || (fa4cfg::kWindow && key0 < last_row_first))
         mask_block(s, row0, key0, lane, seqlen_k, diag, args);
       u32 p[1][2][2];
-      softmax_block(s, p, o, row_max, row_sum, args.scale_log2);
+      softmax_block(s, p, o, row_max, row_sum, args.scale_log2, /*o_zero=*/i == 0);
       pv_chunk(o, p, sV + stage * kVChunkBytes, lane);
       stage = stage + 1 == kStages ? 0 : stage + 1;
     }
@@ -265,15 +264,21 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
     __syncthreads();
 
     // The merge: the warps' states weighed against the largest max (a warp without keys weighs 0). A row's
-    // kRowThreads threads compute its weights once and take every kRowThreads-th 8-column vector (one 16-byte
-    // store each).
+    // threads compute its weights once and take every row_threads-th 8-column vector (one 16-byte store
+    // each). All threads share the valid rows: a GQA decode tile often has 8 or 4 (q heads per kv head x
+    // tokens), and the part's end waits for its slowest warp.
     constexpr int kVecs = fa4cfg::kHeadDimV / 8;
-    constexpr int kRowThreads = fa4cfg::kThreads / kRows;
-    static_assert(fa4cfg::kThreads % kRows == 0, "plan: whole threads per row");
+    constexpr int kRowShift = log2_of(fa4cfg::kThreads / kRows);
+    static_assert(fa4cfg::kThreads == kRows << kRowShift, "plan: a power of two of threads per row");
+    int row_shift = kRowShift;
+#pragma unroll
+    for (int valid = kRows / 2; valid >= 1; valid /= 2)
+      if ((1 << row_shift) < kVecs && rows - row0 <= valid) ++row_shift;
+    const int row_threads = 1 << row_shift;
     u16* o_seq = const_cast<u16*>(sequence_base(args.o, args.cu_seqlens_q, tile.batch));
-    const int r = tid / kRowThreads;
+    const int r = tid >> row_shift;
     const int row = row0 + r;
-    if (row < rows) {
+    if (r < kRows && row < rows) {
       float max = neg_inf();
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) max = fmaxf(max, stats[w * 2 * kRows + r]);
@@ -289,7 +294,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
       const int token = row_token(row), head = row_head(group, row);
       if (fa4cfg::kSinks && !partial) lse = add_sink(lse, args.sinks[head], inv);  // split: in the merge
       const long long global_row = tile.row_base + token;
-      for (int vec = tid % kRowThreads; vec < kVecs; vec += kRowThreads) {
+      for (int vec = tid & (row_threads - 1); vec < kVecs; vec += row_threads) {
         float acc[8];
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[j] = 0.f;

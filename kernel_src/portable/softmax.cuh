@@ -68,10 +68,12 @@ __device__ __forceinline__ void init_row_max(float (&row_max)[M][2], float scale
 // 2kk+1 are exactly the A fragment of PV k16 step kk, so P never touches smem. Summing and packing right
 // after exp2 lets every fp32 probability die at once (fewer registers).
 // With softcap_fixed the max stays the fixed one init_row_max set: no block max, no rescale.
+// o_zero: O is still all zeros (a decode part's first chunk, where every row raises its max from -inf), so
+// its rescale would only multiply zeros: skipped, the same bits.
 template <int M, int N, int O>
 __device__ __forceinline__ void softmax_block(float (&s)[M][N][4], u32 (&p)[M][N][2],
                                               float (&o)[M][O][4], float (&row_max)[M][2],
-                                              float (&row_sum)[M][2], float scale_log2) {
+                                              float (&row_sum)[M][2], float scale_log2, bool o_zero = false) {
   float rescale[M][2];
   bool any_rescale = false;
   const bool fixed = softcap_fixed(scale_log2);
@@ -108,7 +110,7 @@ __device__ __forceinline__ void softmax_block(float (&s)[M][N][4], u32 (&p)[M][N
         for (int i = 0; i < width; ++i) pair_sum[i] += pair_sum[i + width];
       row_sum[mt][h] = row_sum[mt][h] * rescale[mt][h] + pair_sum[0];
     }
-  if (any_sync(any_rescale)) {  // warp-uniform branch
+  if (any_sync(any_rescale) && !o_zero) {  // warp-uniform branch
 #pragma unroll
     for (int mt = 0; mt < M; ++mt)
 #pragma unroll

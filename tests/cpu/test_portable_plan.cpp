@@ -248,6 +248,23 @@ Problem split_decode_problem() {
   return problem;
 }
 
+// The decode kernel walks a CTA's consecutive parts with PartWalk::next (an add and a carry): every part,
+// from every starting part, must be the closed form's first + count * p / parts.
+TEST(PortablePlan, PartWalkMatchesTheClosedForm) {
+  for (int count : {1, 2, 7, 63, 64, 255, 256, 257, 1000, 2047, 4096, 65535}) {
+    for (int parts = 1; parts <= std::min(count, fa4k::kMaxSplitParts); parts = parts < 20 ? parts + 1 : parts * 3 / 2) {
+      for (int start : {0, 1, parts / 2, parts - 1}) {
+        fa4k::PartWalk w = fa4k::PartWalk::at(5, count, parts, start);
+        for (int p = start; p < parts; ++p, w.next()) {
+          const long long begin = 5 + 1LL * count * p / parts, end = 5 + 1LL * count * (p + 1) / parts;
+          ASSERT_EQ(w.begin, begin) << "count " << count << ", parts " << parts << ", from " << start << ", part " << p;
+          ASSERT_EQ(w.end, end) << "count " << count << ", parts " << parts << ", from " << start << ", part " << p;
+        }
+      }
+    }
+  }
+}
+
 // Split-KV's rule (params.h split_parts, launch.cpp split_rule): explicit parts as asked; with num_splits 0
 // parts of at least split_blocks blocks, at most enough parts per sequence for a CTA on every SM across the
 // head groups, and only decode sequences are cut; every (m block, CTA of parts) is a tile. A sequence's parts do not
