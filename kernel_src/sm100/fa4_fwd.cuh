@@ -180,6 +180,34 @@ struct Ring {
   }
 };
 
+// The Mma warp's ring position: the same walk as Ring's, kept as the shared address of the slot's KvFull
+// barrier (full = first + 8 * index; the slot's KvEmpty lies kKvStages barriers above). Waits and commits
+// take the address as it is (an index cost a multiply and an add per barrier), and the slot's descriptors
+// are one multiply-add of it (MmaOperands). Alone, per K/V block: d64 157 -> 157 (the barriers' IMAD + VIADD
+// gone, a subtraction and a shift per descriptor base instead), d128 205 -> 203, (192,128) 241 -> 240; with
+// MmaOperands below, d64 209 -> 200 per 32 MMAs, d128 205 -> 197, (192,128) 193 -> 185.
+struct MmaRing {
+  u32 full, phase = 0;
+  u32 first, end;  // the addresses of kv_full[0] and one past the last
+  __device__ explicit MmaRing(Barriers& b)
+      : full(smem_u32(&b.kv_full[0])), first(full), end(full + kKvStages * sizeof(u64)) {}
+  __device__ void advance() {
+    full += sizeof(u64);
+    if (full == end) full = first, phase ^= 1;
+  }
+  // As Ring::advance_to_v: with an even number of stages every K sits at an even index, V right after it.
+  __device__ void advance_to_v() {
+    if constexpr (kKvStages % 2 == 0) full += sizeof(u64);
+    else advance();
+  }
+  // The barriers as pointers into sm's shared window (the compiler folds the conversions back to `full`).
+  __device__ u64* kv_full(const Smem& sm) const { return reinterpret_cast<u64*>(sm.base + (full - smem_u32(sm.base))); }
+  __device__ u64* kv_empty(const Smem& sm) const { return kv_full(sm) + kKvStages; }
+  // `full` under a name ptxas cannot tell is the same (min with the last slot's address): tile 1's MMAs
+  // build their own descriptors from it instead of sharing tile 0's from vector registers (see mma_role).
+  __device__ u32 full_renamed() const { return min(full, end - static_cast<u32>(sizeof(u64))); }
+};
+
 // ---- work decomposition ----------------------------------------------------------------------------
 // A CTA's work item: two Q tiles of packed rows (common/block_range.h), and its sequence's lengths and rows
 // (the dense shape, or from the device arrays when kVarlen).
@@ -295,49 +323,59 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
 constexpr u32 kIdescQk = make_idesc_f16(kM, kN, kBf16 ? Format::bf16 : Format::f16, Major::K, Major::K);
 constexpr u32 kIdescPv = make_idesc_f16(kM, kDv, kBf16 ? Format::bf16 : Format::f16, Major::K, Major::MN);
 
+// A slot is named by its KvFull barrier's address (MmaRing): its descriptors are a base plus that address
+// times the slot's distance per barrier (slot i: k0 + i * stride / 16 = k_bar + full * kUnitsPerBar, mod
+// 2^64, with k_bar = k0 - kv_full[0]'s address * kUnitsPerBar), one wide multiply-add (d64, per K/V block,
+// with Q from this K below: 157 -> 152, d128 203 -> 199, (192,128) 240 -> 234).
 struct MmaOperands {
-  u64 k0;   // ring slot 0 read as K (K-major), k-step 0
-  u64 v0;   // ring slot 0 read as V (MN-major), k-step 0
-  u32 t0;   // TMEM base
+  u64 k_bar;     // k_bar + kUnitsPerBar * full: the slot read as K (K-major), k-step 0
+  u64 v_bar;     // the same read as V (MN-major)
+  u32 q_bar[2];  // kUnitsPerBar * full - q_bar[s]: the slot's distance above Q tile s, in start-field units
+  u32 t0;        // TMEM base
+  static constexpr u32 kUnitsPerBar = kSmemKVStride / 16 / sizeof(u64);
   __device__ explicit MmaOperands(const Smem& sm, u32 tmem) : t0(tmem) {
+    // Distances in 16-byte units, the start field's: no signed division or masking left to the compiler.
+    static_assert(kSmemKVStride % (16 * sizeof(u64)) == 0 && kSmemQStride % 16 == 0 && (kSmemQOffset - kSmemKVOffset) % 16 == 0,
+                  "Plan: slots and Q tiles 16-byte aligned, whole units of the descriptors' start field per barrier");
     constexpr OperandStep qk = kmajor_step(kSwizzle, kN, 0), pv = mnmajor_step(kSwizzle, kN, 0);
-    k0 = make_smem_desc(smem_u32(sm.slot(0)), qk.lbo, qk.sbo, kSwizzle);
-    v0 = make_smem_desc(smem_u32(sm.slot(0)), pv.lbo, pv.sbo, kSwizzle);
+    const u64 bar0 = kUnitsPerBar * static_cast<u64>(smem_u32(&sm.bars().kv_full[0]));
+    k_bar = make_smem_desc(smem_u32(sm.slot(0)), qk.lbo, qk.sbo, kSwizzle) - bar0;
+    v_bar = make_smem_desc(smem_u32(sm.slot(0)), pv.lbo, pv.sbo, kSwizzle) - bar0;
+    // 32-bit arithmetic: the distance itself is small and positive, so its value mod 2^32 is exact.
+    for (int s = 0; s < 2; ++s) q_bar[s] = static_cast<u32>(bar0) - (kSmemKVOffset - kSmemQOffset - s * kSmemQStride) / 16;
   }
 
-  // S_s = Q_s K^T over the head dim, K = 16 per instruction. Q_s's descriptor is K's moved by the distance
-  // between the buffers (same layout fields): derived from the run-time slot, it stays one base per group
-  // instead of one hoisted descriptor per k-step. Each k-step's K descriptor is then its Q descriptor moved
-  // back (Q and K tiles have the same rows, so a k-step is the same offset in both): ptxas keeps the whole
-  // chain in uniform registers (one 64-bit uniform add per descriptor) instead of advancing K in vector
-  // registers and moving each step to uniform ones (285 -> 270 instructions per 32 MMAs at d128).
-  __device__ __forceinline__ void qk(int s, int slot) const {
+  // S_s = Q_s K^T over the head dim, K = 16 per instruction, K in the slot named by `full`. Q_s's descriptor
+  // is K's moved back by the distance between the buffers (same layout fields): derived from the run-time
+  // slot, it stays one base per group instead of one hoisted descriptor per k-step. Each k-step's K
+  // descriptor is then its Q descriptor moved forward again (Q and K tiles have the same rows, so a k-step is
+  // the same offset in both): ptxas keeps the whole chain in uniform registers (one 64-bit uniform add per
+  // descriptor) instead of advancing K in vector registers and moving each step to uniform ones (285 -> 270
+  // instructions per 32 MMAs at d128). Q lies below the ring, so the distance is positive: zero-extended
+  // both ways (the forward move sign-extended it before, and ptxas rebuilt K from Q in two vector
+  // instructions per tile; with tile 1's K renamed in mma_role, d64 152 -> 150 per K/V block, d128
+  // 199 -> 197, (192,128) 234 -> 231).
+  __device__ __forceinline__ void qk(int s, u32 full) const {
     static_assert(kmajor_step(kSwizzle, kM, 0).sbo == kmajor_step(kSwizzle, kN, 0).sbo, "Q and K share the K-major layout");
     static_assert(kM == kN, "a k-step is the same offset in the Q and K tiles");
-    // Distances in 16-byte units, the start field's: no signed division or masking left to the compiler (with
-    // V's in pv: d128 228 -> 220 instructions per 32 MMAs).
-    static_assert(kSmemKVStride % 16 == 0 && kSmemQStride % 16 == 0 && (kSmemQOffset - kSmemKVOffset) % 16 == 0,
-                  "Plan: slots and Q tiles 16-byte aligned, whole units of the descriptors' start field");
-    const u64 k = k0 + static_cast<u32>(slot * (kSmemKVStride / 16));
-    const int q_from_k = (kSmemQOffset + s * kSmemQStride - kSmemKVOffset) / 16 - slot * (kSmemKVStride / 16);
-    // Q lies below the ring, so Q is K moved back by a positive distance: a zero-extended subtraction, no
-    // sign extension (d128: 207 -> 205 instructions per 32 MMAs).
     static_assert(kSmemQOffset + 2 * kSmemQStride <= kSmemKVOffset, "Plan: both Q tiles below the K/V ring");
-    const u64 q = k - static_cast<u32>(-q_from_k);
+    const u64 k = k_bar + static_cast<u64>(full) * kUnitsPerBar;
+    const u32 k_above_q = full * kUnitsPerBar - q_bar[s];
+    const u64 q = k - k_above_q;
     const u32 t = opaque(t0);
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
       const u64 qk_step = desc_advance(q, kmajor_step(kSwizzle, kM, kk * 16).start);
-      mma_f16_ss_issue(t + (s ? kTmemS1Col : kTmemS0Col), qk_step, desc_move(qk_step, -q_from_k), kIdescQk, kk > 0);
+      mma_f16_ss_issue(t + (s ? kTmemS1Col : kTmemS0Col), qk_step, qk_step + k_above_q, kIdescQk, kk > 0);
     }
   }
 
   // O_s (+)= P_s V: A = P from TMEM (8 columns per K = 16 step), B = V (MN-major: dv contiguous). V's
-  // slot descriptor is opaque, so ptxas moves it to uniform registers once and advances each k-step there
-  // (one uniform 64-bit add per MMA instead of a 64-bit add and two moves: 270 -> 263 instructions per 32
-  // MMAs at d128; one opaque value shared by both tiles' PV made it 269).
-  __device__ __forceinline__ void pv(int s, int slot, bool accumulate) const {
-    const u64 v = opaque(v0 + static_cast<u32>(slot * (kSmemKVStride / 16)));
+  // slot descriptor is built per PV, and ptxas advances each k-step in uniform registers (one uniform
+  // 64-bit add per MMA). (Built from the slot index it had to be opaque for that: 270 -> 263 instructions
+  // per 32 MMAs at d128; built from the address it needs no opaque: same counts.)
+  __device__ __forceinline__ void pv(int s, u32 full, bool accumulate) const {
+    const u64 v = v_bar + static_cast<u64>(full) * kUnitsPerBar;
     const u32 t = opaque(t0);
 #pragma unroll
     for (int kk = 0; kk < kN / 16; ++kk)
@@ -349,7 +387,7 @@ struct MmaOperands {
 __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem) {
   Barriers& b = sm.bars();
   const MmaOperands op(sm, tmem);
-  Ring ring;
+  MmaRing ring(b);
   u32 tile_phase = 0;
   // PV number k of tile s (counted over the CTA's tiles) waits on PvReady[s] in phase k % 2, and its commit
   // is awaited on PvDone[s] in the same phase (one PvDone wait per PV, in order: a tile's last at the next
@@ -373,26 +411,26 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
     const Work& w = walk.w;
     for (int s = 0; s < 2; ++s) wait(&b.q_full[s], tile_phase, "q_full");
     // Prologue: S for block 0 of both tiles.
-    wait(&b.kv_full[ring.index], ring.phase, "kv_full(K)");
+    wait(ring.kv_full(sm), ring.phase, "kv_full(K)");
     tcgen05_fence_after_thread_sync();
     for (int s = 0; s < 2; ++s) {
       if (walk.taken > 1) await_pv(s, pv_parity ^ 1);  // the previous tile's last PV_s read P_s
-      op.qk(s, ring.index);
+      op.qk(s, ring.full);
       mma_commit_issue(&b.s_full[s]);
     }
-    mma_commit_issue(&b.kv_empty[ring.index]);
+    mma_commit_issue(ring.kv_empty(sm));
     ring.advance_to_v();
     // Block j's step: PV of block j-1 (accumulating past the first), then QK of block j (not on the last).
     // The first and last steps are peeled off the loop, which then tests neither (d128, per 32 MMAs: the last
     // step's peel 248 -> 228, the first's 3 fewer). At d > 128 ptxas then hoists the twelve Q k-step
     // descriptors into vector registers, and spills: the loop stays whole there.
     auto kv_step = [&](const bool last, const bool accumulate) {
-      Ring v_pos = ring;  // V of block j-1
-      wait(&b.kv_full[v_pos.index], v_pos.phase, "kv_full(V)");
+      MmaRing v_pos = ring;  // V of block j-1
+      wait(v_pos.kv_full(sm), v_pos.phase, "kv_full(V)");
       ring.advance();
-      Ring k_pos = ring;  // K of block j
+      MmaRing k_pos = ring;  // K of block j
       if (!last) {
-        wait(&b.kv_full[k_pos.index], k_pos.phase, "kv_full(K)");
+        wait(k_pos.kv_full(sm), k_pos.phase, "kv_full(K)");
         ring.advance_to_v();
       }
       tcgen05_fence_after_thread_sync();
@@ -402,27 +440,28 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
       for (int s = 0; s < 2; ++s) {
         // The deliberate race: S_j overwrites P_(j-1) before the PV that reads it (issued before P is even
         // written: the softmax reads S_(j-1), or stores P, under a pending MMA).
-        if (kFault == Fault::tmem_reuse_race && !last) op.qk(s, k_pos.index);
+        if (kFault == Fault::tmem_reuse_race && !last) op.qk(s, k_pos.full);
         wait(&b.pv_ready[s], pv_parity, "pv_ready");
         tcgen05_fence_after_thread_sync();
-        // Tile 1 names V's slot as min(slot, stages - 1): the same slot, but ptxas cannot tell, so it does not
-        // share tile 0's eight V descriptors (it kept shared ones in vector registers, moved to uniform ones
-        // before every MMA: 32 moves a block); each PV builds its own in uniform registers (d128: 263 -> 248
-        // instructions per 32 MMAs naming it as the slot before K's, 2 fewer with one VIMNMX).
-        op.pv(s, s == 0 ? v_pos.index : min(v_pos.index, kKvStages - 1), accumulate);
+        // Tile 1 names V's and K's slots renamed (min with the last slot): the same slots, but ptxas cannot
+        // tell, so it does not share tile 0's descriptors (it kept shared ones in vector registers, moved to
+        // uniform ones before every MMA: 32 moves a block at d128); each group builds its own in uniform
+        // registers (d128: 263 -> 248 instructions per 32 MMAs naming V as the slot before K's, 2 fewer with
+        // one VIMNMX; K's renamed too: see MmaOperands::qk).
+        op.pv(s, s == 0 ? v_pos.full : v_pos.full_renamed(), accumulate);
         if (kAwaitsPv) mma_commit_issue(&b.pv_done[s]);
         if (last) {
           mma_commit_issue(&b.o_full[s]);
-          if (s == 1) mma_commit_issue(&b.kv_empty[v_pos.index]);
+          if (s == 1) mma_commit_issue(v_pos.kv_empty(sm));
         } else {
           if (kFault != Fault::tmem_reuse_race) {
             await_pv(s, pv_parity);
-            op.qk(s, k_pos.index);
+            op.qk(s, s == 0 ? k_pos.full : k_pos.full_renamed());
           }
           mma_commit_issue(&b.s_full[s]);
           if (s == 1) {  // both tiles' MMAs of V(j-1) and K(j) are issued
-            mma_commit_issue(&b.kv_empty[v_pos.index]);
-            mma_commit_issue(&b.kv_empty[k_pos.index]);
+            mma_commit_issue(v_pos.kv_empty(sm));
+            mma_commit_issue(k_pos.kv_empty(sm));
           }
         }
       }
