@@ -140,7 +140,7 @@ __device__ __forceinline__ F32x2 exp2_fma2(F32x2 x) {
 // ---- shared memory ---------------------------------------------------------------------------------
 struct Barriers {
   u64 q_full[2], q_empty[2];
-  u64 kv_full[kKvStages], kv_empty[kKvStages];
+  u64 kv_full[kKvStages], kv_empty[kKvStages];  // adjacent: MmaRing reaches a slot's KvEmpty from its KvFull
   u64 s_full[2], pv_ready[2], pv_done[2];
   u64 stats_full[2], final_full[2], final_empty[2];
   u64 o_full[2], o_staged[2], o_free[2];
