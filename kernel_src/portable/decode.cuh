@@ -278,7 +278,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
     u16* o_seq = const_cast<u16*>(sequence_base(args.o, args.cu_seqlens_q, tile.batch));
     const int r = tid >> row_shift;
     const int row = row0 + r;
-    if (r < kRows && row < rows) {
+    if (row < rows) {  // r < kRows: row_shift >= kRowShift
       float max = neg_inf();
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) max = fmaxf(max, stats[w * 2 * kRows + r]);
