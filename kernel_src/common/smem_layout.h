@@ -126,9 +126,6 @@ FA4_LAYOUT_HD constexpr u64 desc_encode(u32 bytes) { return (u64)((bytes & 0x3FF
 // aligned: the start address field is the low 14 bits, and shared-memory addresses stay below 256 KiB, so
 // nothing carries out of it. One add per MMA where building each descriptor costs a mask and shifts.
 FA4_LAYOUT_HD constexpr u64 desc_advance(u64 desc, u32 bytes) { return desc + (bytes >> 4); }
-// The same by a signed distance in 16-byte units, the start field's (the result is a valid shared-memory
-// address). Units, not bytes: a distance computed at run time then needs no signed division.
-FA4_LAYOUT_HD constexpr u64 desc_move(u64 desc, int units) { return desc + static_cast<u64>(static_cast<long long>(units)); }
 
 // Hopper wgmma descriptor over the same canonical layout: no version field, and a 2-bit layout type
 // at 63:62 (0 none, 1 128B, 2 64B, 3 32B). The sm90 kernel's

@@ -32,7 +32,6 @@ using fa4::kmajor_step;
 using fa4::mnmajor_step;
 using fa4::desc_encode;
 using fa4::desc_advance;
-using fa4::desc_move;
 using fa4::make_wgmma_desc;
 
 enum class Format : u32 { f16 = 0, bf16 = 1 };  // A/B formats of kind::f16 (bits 9:7 and 12:10)

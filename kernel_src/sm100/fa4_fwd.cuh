@@ -172,12 +172,6 @@ struct Ring {
   __device__ void advance() {
     if (++index == kKvStages) index = 0, phase ^= 1;
   }
-  // From a K slot to its block's V slot. A tile takes K and V of each block in turn, so with an even number
-  // of stages every K sits at an even index and its V right after it, never past the end.
-  __device__ void advance_to_v() {
-    if constexpr (kKvStages % 2 == 0) ++index;
-    else advance();
-  }
 };
 
 // The Mma warp's ring position: the same walk as Ring's, kept as the shared address of the slot's KvFull
@@ -195,7 +189,8 @@ struct MmaRing {
     full += sizeof(u64);
     if (full == end) full = first, phase ^= 1;
   }
-  // As Ring::advance_to_v: with an even number of stages every K sits at an even index, V right after it.
+  // From a K slot to its block's V slot. A tile takes K and V of each block in turn, so with an even number
+  // of stages every K sits at an even index and its V right after it, never past the end.
   __device__ void advance_to_v() {
     if constexpr (kKvStages % 2 == 0) full += sizeof(u64);
     else advance();

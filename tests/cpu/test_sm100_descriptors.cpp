@@ -329,7 +329,8 @@ TEST(Sm100Descriptors, AdvancingADescriptorIsDescribingTheMovedOperand) {
             ASSERT_EQ(desc_advance(w0, st.start), make_wgmma_desc(base + st.start, st.lbo, st.sbo, sw))
                 << "base " << base << " start " << st.start;
             ASSERT_EQ(desc_advance(t0, st.start), make_smem_desc(base + st.start, st.lbo, st.sbo, sw));
-            ASSERT_EQ(desc_move(desc_advance(t0, st.start), -static_cast<int>(st.start / 16)), t0);
+            // Moving back by the distance in 16-byte units, as the MMA warp derives Q's descriptor from K's.
+            ASSERT_EQ(desc_advance(t0, st.start) - st.start / 16, t0);
             ++checked;
           }
       }
