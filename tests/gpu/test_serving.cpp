@@ -745,23 +745,27 @@ TEST(ServingShapes, SplitResultsAreBatchInvariant) {
     one.name = "alone_" + std::to_string(parts) + "_parts";
     one.seqlens_k = {keys};
     ASSERT_EQ(ctas(one), 2 * parts) << one.name << ": a CTA for each part of 2 kv heads";
+    // Sequence 0 and n - 1 others of one token or two; with `keys`, of up to 1500 keys (some none).
+    auto batch_of = [&](int n, bool keys) {
+      ServingCase many = one;
+      for (int i = 1; i < n; ++i) {
+        many.seqlens_q.push_back(1 + i % 2);
+        many.seqlens_k.push_back(!keys || i % 7 == 3 ? 0 : 1 + 37 * i % 1500);
+      }
+      return many;
+    };
     bool some_parts = false, all_parts = false;
     for (int n = 4; n <= 2048 && !(some_parts && all_parts); n += 4) {
       // The launch follows the batch size and the longest lengths only (sequence 0's keys, two tokens), so
       // the search asks it of batches whose other sequences hold no keys: nothing large is built per try.
-      ServingCase probe = one, many = one;
-      for (int i = 1; i < n; ++i) {
-        probe.seqlens_q.push_back(1 + i % 2);
-        probe.seqlens_k.push_back(0);
-        many.seqlens_q.push_back(1 + i % 2);
-        many.seqlens_k.push_back(i % 7 == 3 ? 0 : 1 + 37 * i % 1500);
-      }
-      const long long ctas_per_sequence = ctas(probe) / (2 * n);
+      const long long probe_ctas = ctas(batch_of(n, false));
+      const long long ctas_per_sequence = probe_ctas / (2 * n);
       if (ctas_per_sequence == parts) continue;  // a CTA a part, as alone
       bool& found = ctas_per_sequence == 1 ? all_parts : some_parts;
       if (found) continue;
       found = true;
-      ASSERT_EQ(ctas(many), ctas(probe)) << "the launch of a batch of " << n << " followed its shorter sequences";
+      ServingCase many = batch_of(n, true);
+      ASSERT_EQ(ctas(many), probe_ctas) << "the launch of a batch of " << n << " followed its shorter sequences";
       many.name = "batch_of_" + std::to_string(n) + "_" + std::to_string(ctas_per_sequence) + "_ctas_for_" +
                   std::to_string(parts) + "_parts";
       pairs.emplace_back(one, many);
