@@ -286,7 +286,7 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   EXPECT_EQ(parts(min_part, 1), 1);
   EXPECT_EQ(parts(min_part + 1, 1), 2);
   EXPECT_EQ(parts(8192, 1), 8192 / min_part);
-  EXPECT_EQ(parts(131072, 1), (132 + 7) / 8) << "capped: a CTA per SM over 8 head groups";
+  EXPECT_EQ(parts(131072, 1), 132 / 8) << "capped: the (head group, part) CTAs fit the SMs once";
   EXPECT_EQ(parts(131072, 64), parts(131072, 1)) << "batch-invariant";
   EXPECT_EQ(parts(8192, 256), parts(8192, 1)) << "batch-invariant";
   problem.params.num_splits = 5;
@@ -307,7 +307,7 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
     const char* why;
   };
   for (const Case& c : {
-           Case{132, 64, 8, 131072, 17, 1, "17 parts of 7.7k keys over 1024 CTAs: a CTA each"},
+           Case{132, 64, 8, 131072, 16, 1, "16 parts of 8k keys over 1024 CTAs: a CTA each"},
            Case{132, 64, 8, 2 * min_part, 2, 2, "2 parts: 8 waves of one, 4 of two: one CTA runs both"},
            Case{132, 3, 8, 2 * min_part, 2, 1, "48 CTAs at one part: one wave of one part"},
            Case{132, 8, 1, 8 * min_part, 8, 2, "8 parts, 64 CTAs: 2 waves of one, 1 of two, 1 of three: 4 CTAs of 2"},
