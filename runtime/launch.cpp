@@ -92,6 +92,8 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   if (!plan.key.split) return r;
   r.num_splits = static_cast<int>(p.num_splits);
   r.split_blocks = plan.split_blocks;
+  r.short_blocks = plan.short_split_blocks;
+  r.short_parts = plan.short_split_parts;
   // num_splits 0 cuts only decode sequences: the workspace holds min(seqlen_q, decode tokens) rows per
   // sequence (a mixed batch's prompts take one short slot each, not their length).
   r.seq_rows = p.num_splits == 0 ? static_cast<int>(served_seqlen_q(plan, problem)) : 0;
@@ -105,6 +107,7 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
     const long long blocks = longest_key_blocks(problem, plan.tile_n);
     const long long c = std::min(ctas, sms + 1);  // past sms nothing is cut: keeps c^2 in range
     r.split_blocks = static_cast<int>(std::clamp((c * c + 2 * sms - 1) / (2 * sms), 1LL, 1LL << 30));
+    r.short_blocks = 0;
     const long long most = std::min(sms / ctas, std::max(kBatchSplitMinCap, (blocks + plan.split_blocks - 1) / plan.split_blocks));
     r.max_parts = static_cast<int>(std::clamp(most, 1LL, static_cast<long long>(kMaxSplits)));
     r.merge_shares = merge_shares(r.max_parts);

@@ -85,7 +85,8 @@ struct AttentionParams {
   int64_t max_pages_per_seq = 0;
   // Split-KV: a sequence's keys are cut into parts computed in parallel, then merged. 1: never. n > 1: n
   // parts. 0: the library decides; a decode sequence (seqlen_q * heads_q / heads_kv <= kDecodeMaxRows) is cut
-  // into one part per 512 keys (equal shares), at most one CTA per SM over its kv heads; others are not cut
+  // into parts of 256 keys while that makes at most 16, else of 512 (equal shares), at most one CTA per SM
+  // over its kv heads; others are not cut
   // (the workspace is then needed only when some sequence is decode-sized). Either way
   // a sequence's parts depend only on its own lengths (and the device): its result is the same whatever else
   // is in the batch, and the same from run to run.

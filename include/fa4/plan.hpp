@@ -162,7 +162,9 @@ struct FA4_API Plan {
   int soft_exp2_every = 0;   // sm100: one exp2 in this many done on the FMA pipe (0: none)
   int rescale_threshold_log2 = 8;
   int wait_timeout_ms = 0;   // sm100: a barrier wait longer than this traps (0: no watchdog)
-  int split_blocks = 0;      // split-KV with num_splits 0: KV blocks per part (a constant: batch invariance)
+  int split_blocks = 0;      // split-KV with num_splits 0: KV blocks per part (a constant: batch invariance) ...
+  int short_split_blocks = 0;  // ... or this many while that gives a sequence fewer than short_split_parts
+  int short_split_parts = 0;   // parts (decode: short sequences spread over more CTAs; 0: no such rule)
   int merged_parts = 1;      // decode split-KV: a CTA may run consecutive parts of up to this many times
                              // split_blocks KV blocks, and merges them itself when they are all of a
                              // sequence's (launch.cpp split_rule)

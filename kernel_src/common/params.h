@@ -24,7 +24,9 @@ constexpr int kMaxSplitParts = 256;  // split-KV parts of one sequence, at most
 struct SplitRule {
   int num_splits;            // > 0: every sequence in exactly this many parts
   int split_blocks;          // num_splits 0: a decode sequence has one part per this many KV blocks (equal
-                             // shares of its blocks, so a part has about this many) ...
+                             // shares of its blocks, so a part has about this many), or one per
+  int short_blocks;          // short_blocks while that gives at most short_parts (0: no such rule) ...
+  int short_parts;
   int max_parts;             // ... but at most this many parts (longer ones when it has more blocks)
   int tile_n;                // the decode kernel's keys per KV block
   // Where the parts go: o_partial / lse_partial hold partial_rows rows per part. With num_splits 0 (only
@@ -56,7 +58,12 @@ FA4_PARAMS_HD long long partial_row(const SplitRule& r, int sequence, long long 
 FA4_PARAMS_HD int split_parts(const SplitRule& r, bool decode_sequence, int blocks) {
   if (r.num_splits > 0) return r.num_splits;
   if (!decode_sequence) return 1;
-  const int parts = (blocks + r.split_blocks - 1) / r.split_blocks;
+  int parts = (blocks + r.split_blocks - 1) / r.split_blocks;
+  if (r.short_blocks > 0) {
+    const int short_ones = (blocks + r.short_blocks - 1) / r.short_blocks;
+    const int most_short = short_ones < r.short_parts ? short_ones : r.short_parts;
+    parts = parts > most_short ? parts : most_short;
+  }
   return parts < 1 ? 1 : parts < r.max_parts ? parts : r.max_parts;
 }
 

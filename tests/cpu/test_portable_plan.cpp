@@ -265,10 +265,26 @@ TEST(PortablePlan, PartWalkMatchesTheClosedForm) {
   }
 }
 
+// The part count of num_splits 0 (params.h split_parts): parts of short_blocks while a sequence has at most
+// short_parts of them, then of split_blocks, within [1, max_parts].
+TEST(PortablePlan, SplitPartsAreShortUntilTheShortRuleRunsOut) {
+  fa4k::SplitRule r{};
+  r.split_blocks = 8, r.short_blocks = 4, r.short_parts = 16, r.max_parts = 256;
+  for (auto [blocks, parts] : {std::pair{0, 1}, {1, 1}, {4, 1}, {5, 2}, {16, 4}, {63, 16}, {64, 16}, {65, 16},
+                               {128, 16}, {129, 17}, {512, 64}, {4096, 256}}) {
+    SCOPED_TRACE(std::to_string(blocks) + " blocks");
+    EXPECT_EQ(fa4k::split_parts(r, true, blocks), parts);
+    EXPECT_EQ(fa4k::split_parts(r, false, blocks), 1) << "only decode sequences are cut";
+  }
+  r.short_blocks = 0;  // no short rule (split_by_batch)
+  EXPECT_EQ(fa4k::split_parts(r, true, 16), 2);
+  EXPECT_EQ(fa4k::split_parts(r, true, 129), 17);
+}
+
 // Split-KV's rule (params.h split_parts, launch.cpp split_rule): explicit parts as asked; with num_splits 0
-// parts of at least split_blocks blocks, at most enough parts per sequence for a CTA on every SM across the
-// head groups, and only decode sequences are cut; every (m block, CTA of parts) is a tile. A sequence's parts do not
-// depend on the batch (the CTAs that run them do).
+// parts of at least short_split_blocks blocks (split_blocks past short_split_parts parts), at most enough
+// parts per sequence for a CTA on every SM across the head groups, and only decode sequences are cut; every
+// (m block, CTA of parts) is a tile. A sequence's parts do not depend on the batch (the CTAs that run them do).
 TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   KernelKey key = portable_key(128, 128);
   key.decode = true, key.gqa_pack = 4, key.split = true;
@@ -281,11 +297,12 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
     fill_schedule(plan, problem, args);
     return fa4k::split_parts(args.split, true, (seqlen_k + plan.tile_n - 1) / plan.tile_n);
   };
-  const int block = plan.tile_n, min_part = plan.split_blocks * block;
+  const int block = plan.tile_n, short_part = plan.short_split_blocks * block;
+  EXPECT_EQ(plan.short_split_parts, 16);
   EXPECT_EQ(parts(0, 1), 1);
-  EXPECT_EQ(parts(min_part, 1), 1);
-  EXPECT_EQ(parts(min_part + 1, 1), 2);
-  EXPECT_EQ(parts(8192, 1), 8192 / min_part);
+  EXPECT_EQ(parts(short_part, 1), 1);
+  EXPECT_EQ(parts(short_part + 1, 1), 2);
+  EXPECT_EQ(parts(2048, 1), 2048 / short_part);
   EXPECT_EQ(parts(131072, 1), 132 / 8) << "capped: the (head group, part) CTAs fit the SMs once";
   EXPECT_EQ(parts(131072, 64), parts(131072, 1)) << "batch-invariant";
   EXPECT_EQ(parts(8192, 256), parts(8192, 1)) << "batch-invariant";
@@ -308,12 +325,12 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   };
   for (const Case& c : {
            Case{132, 64, 8, 131072, 16, 1, "16 parts of 8k keys over 1024 CTAs: a CTA each"},
-           Case{132, 64, 8, 2 * min_part, 2, 2, "2 parts: 8 waves of one, 4 of two: one CTA runs both"},
-           Case{132, 3, 8, 2 * min_part, 2, 1, "48 CTAs at one part: one wave of one part"},
-           Case{132, 8, 1, 8 * min_part, 8, 2, "8 parts, 64 CTAs: 2 waves of one, 1 of two, 1 of three: 4 CTAs of 2"},
-           Case{132, 32, 1, 8 * min_part, 8, 8, "8 parts, 256 CTAs: 8 waves of one, 4 of 2, 2 of 4, 1 of all 8"},
-           Case{128, 32, 1, 32 * min_part, 16, 4, "16 parts of 1k keys, 256 CTAs on 256 slots: 16 waves of one, 4 of 4 "
-                                                  "and 1 of all 16 (16k keys, past the cap)"},
+           Case{132, 64, 8, 2 * short_part, 2, 2, "2 parts: 8 waves of one, 4 of two: one CTA runs both"},
+           Case{132, 3, 8, 2 * short_part, 2, 1, "48 CTAs at one part: one wave of one part"},
+           Case{132, 8, 1, 8 * short_part, 8, 2, "8 parts, 64 CTAs: 2 waves of one, 1 of two, 1 of three: 4 CTAs of 2"},
+           Case{132, 32, 1, 8 * short_part, 8, 8, "8 parts, 256 CTAs: 8 waves of one, 4 of 2, 2 of 4, 1 of all 8"},
+           Case{128, 32, 1, 16384, 16, 4, "16 parts of 1k keys, 256 CTAs on 256 slots: 16 waves of one, 4 of 4 "
+                                          "and 1 of all 16 (past Plan::merged_parts' 4096 keys)"},
            Case{132, 8, 1, 0, 1, 1, "no keys: one part"},
        }) {
     SCOPED_TRACE(c.why);
@@ -327,7 +344,7 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   }
 }
 
-// The premise of the GPU test ServingShapes.SplitResultsAreBatchInvariant: its sequences of 3000 and 3500
+// The premise of the GPU test ServingShapes.SplitResultsAreBatchInvariant: its sequences of 1500 and 1750
 // keys (8/2 heads, d128, one or two tokens) have six and seven parts, run a CTA a part when alone, and on any
 // GPU of up to 400 SMs some batch of at most 2048 runs them in fewer CTAs but more than one (the combine
 // merges them; of seven parts, the last CTA runs fewer than the others) and another in one CTA (which merges
@@ -339,7 +356,7 @@ TEST(PortablePlan, TheInvarianceTestsBatchRunsTheCtaMerge) {
     const Plan plan = make_plan(key);
     Problem problem = split_decode_problem();
     problem.params.heads_q = 8, problem.params.heads_kv = 2, problem.params.seqlen_q = 2;
-    for (auto [keys, parts] : {std::pair{3000, 6}, {3500, 7}})
+    for (auto [keys, parts] : {std::pair{1500, 6}, {1750, 7}})
       for (int sms : {108, 132, 148, 400}) {
         SCOPED_TRACE("arch " + std::to_string(arch) + ", " + std::to_string(sms) + " SMs, " + std::to_string(keys) + " keys");
         problem.sm_count = sms;

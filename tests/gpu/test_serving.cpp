@@ -719,7 +719,7 @@ TEST(ServingShapes, SplitResultsAreBatchInvariant) {
   // both problems (a page pool is shuffled, so its pages would differ).
   ServingCase short_alone = alone;
   short_alone.name = "short_alone";
-  short_alone.seqlens_k = {1000};  // two parts
+  short_alone.seqlens_k = {1000};  // four parts
   ServingCase large = short_alone;
   large.name = "large";
   for (int i = 1; i < 200; ++i) {
@@ -731,7 +731,7 @@ TEST(ServingShapes, SplitResultsAreBatchInvariant) {
   short_sinks.sinks = large_sinks.sinks = true;
   short_sinks.sink_mean = large_sinks.sink_mean = 1;
   short_sinks.name = "short_alone_sinks", large_sinks.name = "large_sinks";
-  // Six parts (3000 keys) and seven (3500) in batches, found on this GPU, whose CTAs run some of a sequence's
+  // Six parts (1500 keys) and seven (1750) in batches, found on this GPU, whose CTAs run some of a sequence's
   // parts each (the combine merges their partials; of seven, a prime, the last CTA runs fewer) and all of
   // them (the CTA merges them): a CTA's parts stream through its rings. The others are short, so sequence 0
   // sets the parts; one token or two: one m block of 2 kv heads each.
@@ -740,7 +740,7 @@ TEST(ServingShapes, SplitResultsAreBatchInvariant) {
     const LaunchShape shape = Serving(c, 7).launch_shape(attention);
     return 1LL * shape.grid[0] * shape.grid[1] * shape.grid[2];
   };
-  for (auto [keys, parts] : {std::pair{3000, 6}, {3500, 7}}) {
+  for (auto [keys, parts] : {std::pair{1500, 6}, {1750, 7}}) {
     ServingCase one = alone;
     one.name = "alone_" + std::to_string(parts) + "_parts";
     one.seqlens_k = {keys};

@@ -34,7 +34,9 @@ int smem_for(int tile_m, int tile_n, int d, int dv) {
 constexpr int kDecodeRows = 16;         // a tile: one m16 MMA tile of packed rows
 constexpr int kDecodeChunk = 16;        // keys a warp takes at a time: one k16 step of P V
 constexpr int kDecodeMaxStages = 4;     // chunks in each warp's cp.async ring
-constexpr int kDecodeSplitBlocks = 8;   // num_splits 0: a part has at least this many KV blocks (warps x 16 keys)
+constexpr int kDecodeSplitBlocks = 8;   // num_splits 0: a part has at least this many KV blocks (warps x 16 keys),
+constexpr int kDecodeShortBlocks = 4;   // or this many while the sequence has at most kDecodeShortParts parts:
+constexpr int kDecodeShortParts = 16;   // more, shorter CTAs for short sequences (see decode_plan)
 
 // Shared memory of an arch, bytes: the most one block may opt into, and what an SM has (each resident block
 // also takes 1 KB of the SM's for the system).
@@ -147,6 +149,12 @@ Plan decode_plan(const KernelKey& key) {
   plan.q_tiles = 1;
   plan.kv_stages = stages;
   plan.split_blocks = key.split ? kDecodeSplitBlocks : 0;
+  // A small launch is bound by each CTA's serial chunk chain, a large one by its parts' ends: on the H200
+  // parts of 256 keys up to 16 a sequence ran 1 x 1k GQA 32/8 at 0.97 of the best peer (0.74 in parts of
+  // 512), 1 x 4k 8/1 at 0.87 (0.71), and 1k-4k rows at a geometric mean of 0.935 against 0.913; past 16
+  // parts, longer ones (1 x 32k 8/1: 0.89 in 64 parts of 512 keys, 0.75 in 128 of 256).
+  plan.short_split_blocks = key.split ? kDecodeShortBlocks : 0;
+  plan.short_split_parts = key.split ? kDecodeShortParts : 0;
   // A CTA may run consecutive parts of up to 8 default parts' keys (4096) through its rings, which no part
   // restarts: on the H200 CTAs of 5 parts of 7.7k keys ran 0.93x a CTA a part (8x128k, 32/8 heads). At dv
   // 256 the loop over parts costs registers: one part.
