@@ -48,9 +48,9 @@ int64_t served_seqlen_q(const Plan& plan, const Problem& problem) {
 // Split-KV with num_splits 0: a sequence has at most as many parts as its (head group, part) tiles fit the
 // SMs a CTA each (rounded down: 16 parts over 8 head groups on 132 SMs, not 17, whose 136 CTAs put two on 4
 // SMs; on the H200 1 x 32k GQA 32/8 read 3558 GB/s in 16 parts against 3417 in 17, and 1 x 4k of 32 kv
-// heads 3008 in 4 against 2737 in 5); past that its parts grow longer instead. Decode at batch 1 then spreads over the
-// whole GPU, while a large batch is not cut into more, shorter parts than it needs (on the H200, 64 x 4k
-// keys of GQA 32/8: 16 parts of 256 keys read 3.9 TB/s, 4 parts of 1k keys 4.1 TB/s).
+// heads 3008 in 4 against 2737 in 5); past that its parts grow longer instead. Decode at batch 1 then spreads
+// over the whole GPU, while a large batch of long sequences is not cut into more, shorter parts than it
+// needs (the Plan's short parts stop at 16 a sequence: bench/results/2026-12-02-h200-decode-short-parts.md).
 constexpr long long kSplitCtasPerSm = 1;
 // split_by_batch, with C the launch's CTAs at one part per sequence (batch x head groups x m blocks) and S
 // the SMs: parts enough to give every SM one CTA (S / C), each at least C^2 / 2S KV blocks long (the
