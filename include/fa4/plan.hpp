@@ -163,7 +163,7 @@ struct FA4_API Plan {
   int rescale_threshold_log2 = 8;
   int wait_timeout_ms = 0;   // sm100: a barrier wait longer than this traps (0: no watchdog)
   int split_blocks = 0;      // split-KV with num_splits 0: KV blocks per part (a constant: batch invariance) ...
-  int short_split_blocks = 0;  // ... or this many while that gives a sequence fewer than short_split_parts
+  int short_split_blocks = 0;  // ... or this many while that gives a sequence at most short_split_parts
   int short_split_parts = 0;   // parts (decode: short sequences spread over more CTAs; 0: no such rule)
   int merged_parts = 1;      // decode split-KV: a CTA may run consecutive parts of up to this many times
                              // split_blocks KV blocks, and merges them itself when they are all of a
