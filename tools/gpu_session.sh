@@ -4,16 +4,17 @@
 # failing does not stop the rest) and time-limited; logs and results are collected under $OUT.
 #
 #   tools/gpu_session.sh [STAGE...]      stages (run in this order): info tests selftest oracle serving probe
-#                                        variants overhead decode decode-peers attention compile (probe and
-#                                        variants, not in all: the paged-load probe, build-probe/tma_page_probe
-#                                        built with nvcc beside the build, see tools/tma_page_probe.cu; the
-#                                        variants bench on the automatic and the portable backend and the
-#                                        ragged/paged bench at seeds 1 and 2); groups: all (default), bench =
-#                                        overhead decode decode-peers attention compile
+#                                        variants overhead decode decode-peers decode-ab attention compile
+#                                        (probe, variants and decode-ab, not in all: the paged-load probe,
+#                                        build-probe/tma_page_probe built with nvcc beside the build, see
+#                                        tools/tma_page_probe.cu; the variants bench on the automatic and the
+#                                        portable backend and the ragged/paged bench at seeds 1 and 2; the
+#                                        decode A/B of several libraries below); groups: all (default),
+#                                        bench = overhead decode decode-peers attention compile
 # Environment:
 #   OUT                    where results go (default ./gpu-out); at most 8 files come back from there:
 #                          summary.txt, selftest.md, emulated.txt, bench_attention.{md,json}, bench_compile.json,
-#                          logs.tar.gz
+#                          decode_ab.md, logs.tar.gz
 #   FA4_BUILD_DIR          the carried build directory (default build)
 #   FA4_COMMIT             commit hash to record in the results (the copy here may have no .git)
 #   FA4_CACHE_DIR          kernel cache shared by the stages (default <build>/test-kernel-cache, the tests')
@@ -22,6 +23,11 @@
 #   GPU_SESSION_QUICK=1    the short attention sweep (3 sequence lengths per head dim)
 #   GPU_SESSION_CTEST_J    ctest parallelism (default 8)
 #   GPU_SESSION_TESTS_S    the tests stage's limit in seconds (default 330)
+#   GPU_SESSION_AB_LIBS    decode-ab: libfa4rt.so paths, the baseline first (default: the build's alone), e.g.
+#                          "build-main/libfa4rt.so build/libfa4rt.so" (copy each variant's library out of its
+#                          build, `cp -L build/libfa4rt.so build-x/`, and carry those folders too)
+#   GPU_SESSION_AB_ROWS    decode-ab: bench_decode.py --rows regex (default "sq1"); the table comes back as
+#                          decode_ab.md (bench/compare_decode.py over the libraries' runs)
 set -u
 OUT=${OUT:-./gpu-out}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 1
@@ -47,8 +53,8 @@ for arg in "$@"; do
   case "$arg" in
     all) selected="$selected $ALL_STAGES" ;;
     bench) selected="$selected overhead decode decode-peers attention compile" ;;
-    info|tests|selftest|oracle|serving|overhead|decode|decode-peers|attention|compile|probe|variants) selected="$selected $arg" ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    info|tests|selftest|oracle|serving|overhead|decode|decode-peers|decode-ab|attention|compile|probe|variants) selected="$selected $arg" ;;
+    -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "unknown stage '$arg' (stages: $ALL_STAGES; groups: all, bench)"; exit 2 ;;
   esac
 done
@@ -177,6 +183,21 @@ if wanted decode-peers; then
   run_stage decode-peers 560 120 "page 64|SKIPPED" python3 bench/bench_decode.py ${rows[@]+"${rows[@]}"}
   run_stage ragged 120 20 "^\| (no|yes) |SKIPPED" python3 bench/bench_ragged.py
   run_stage variants 120 20 "^\| decode window|SKIPPED" python3 bench/bench_variants.py
+fi
+
+if wanted decode-ab; then
+  # One bench_decode.py run per library (each measures the peers again), then the libraries side by side.
+  ab_logs=()
+  ab_names=()
+  for lib in ${GPU_SESSION_AB_LIBS:-$BUILD/libfa4rt.so}; do
+    name=ab-$(basename "$(dirname "$lib")")
+    run_stage "$name" 150 3 "fa4rt / best peer: median|SKIPPED" env FA4_LIB="$lib" \
+      python3 bench/bench_decode.py --pages "" --reps 5 --rows "${GPU_SESSION_AB_ROWS:-sq1}"
+    ab_logs+=("$LOGS/$name.log")
+    ab_names+=("${name#ab-}")
+  done
+  (IFS=,; python3 bench/compare_decode.py --names "${ab_names[*]}" "${ab_logs[@]}") >"$OUT/decode_ab.md" 2>&1 &&
+    tail -n 1 "$OUT/decode_ab.md"
 fi
 
 if wanted attention; then
