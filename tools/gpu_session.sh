@@ -38,8 +38,9 @@ LOGS=$(mktemp -d "${TMPDIR:-/tmp}/gpu-session-logs.XXXXXX")
 BUDGET=${GPU_SESSION_BUDGET_S:-560}
 SESSION_START=$(date +%s)
 export PYTHONUNBUFFERED=1
-export FA4RT_LIB=${FA4RT_LIB:-$REPO/$BUILD/libfa4rt.so}
-export FA4_CACHE_DIR=${FA4_CACHE_DIR:-$REPO/$BUILD/test-kernel-cache}
+case $BUILD in /*) BUILD_ABS=$BUILD ;; *) BUILD_ABS=$REPO/$BUILD ;; esac
+export FA4RT_LIB=${FA4RT_LIB:-$BUILD_ABS/libfa4rt.so}
+export FA4_CACHE_DIR=${FA4_CACHE_DIR:-$BUILD_ABS/test-kernel-cache}
 if [ -z "${FA4_COMMIT:-}" ]; then
   FA4_COMMIT=$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)
 fi
