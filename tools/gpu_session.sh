@@ -190,7 +190,7 @@ if wanted decode-ab; then
   # One bench_decode.py run per library (each measures the peers again), then the libraries side by side.
   ab_logs=()
   ab_names=()
-  for lib in ${GPU_SESSION_AB_LIBS:-$BUILD/libfa4rt.so}; do
+  for lib in ${GPU_SESSION_AB_LIBS:-$BUILD_ABS/libfa4rt.so}; do
     name=ab-$(basename "$(dirname "$lib")")
     run_stage "$name" 150 3 "fa4rt / best peer: median|SKIPPED" env FA4_LIB="$lib" \
       python3 bench/bench_decode.py --pages "" --reps 5 --rows "${GPU_SESSION_AB_ROWS:-sq1}"

@@ -733,8 +733,8 @@ TEST(ServingShapes, SplitResultsAreBatchInvariant) {
   short_sinks.name = "short_alone_sinks", large_sinks.name = "large_sinks";
   // Six parts (1500 keys) and seven (1750) in batches, found on this GPU, whose CTAs run some of a sequence's
   // parts each (the combine merges their partials; of seven, a prime, the last CTA runs fewer) and all of
-  // them (the CTA merges them): a CTA's parts stream through its rings. The others are short, so sequence 0
-  // sets the parts; one token or two: one m block of 2 kv heads each.
+  // them (the CTA merges them): a CTA's parts stream through its rings. The others have at most sequence 0's
+  // keys, so sequence 0 sets the launch's parts; one token or two: one m block of 2 kv heads each.
   std::vector<std::pair<ServingCase, ServingCase>> pairs = {{alone, batch}, {short_alone, large}, {short_sinks, large_sinks}};
   auto ctas = [&](const ServingCase& c) {
     const LaunchShape shape = Serving(c, 7).launch_shape(attention);
@@ -745,12 +745,12 @@ TEST(ServingShapes, SplitResultsAreBatchInvariant) {
     one.name = "alone_" + std::to_string(parts) + "_parts";
     one.seqlens_k = {keys};
     ASSERT_EQ(ctas(one), 2 * parts) << one.name << ": a CTA for each part of 2 kv heads";
-    // Sequence 0 and n - 1 others of one token or two; with `keys`, of up to 1500 keys (some none).
-    auto batch_of = [&](int n, bool keys) {
+    // Sequence 0 and n - 1 others of one token or two; with_keys: of up to 1500 keys (some none).
+    auto batch_of = [&](int n, bool with_keys) {
       ServingCase many = one;
       for (int i = 1; i < n; ++i) {
         many.seqlens_q.push_back(1 + i % 2);
-        many.seqlens_k.push_back(!keys || i % 7 == 3 ? 0 : 1 + 37 * i % 1500);
+        many.seqlens_k.push_back(!with_keys || i % 7 == 3 ? 0 : 1 + 37 * i % 1500);
       }
       return many;
     };
