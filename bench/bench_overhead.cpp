@@ -51,11 +51,7 @@ class BareKernel {
 
     args_ = detail::make_kernel_args(problem);
     detail::fill_schedule(plan_, problem, args_);
-    if (plan_.key.split) {  // the parts go to the caller's workspace, as run() lays it out
-      const detail::SplitLayout layout = detail::split_layout(plan_, problem);
-      args_.o_partial = static_cast<float*>(params.workspace);
-      args_.lse_partial = reinterpret_cast<float*>(static_cast<char*>(params.workspace) + layout.o_bytes);
-    }
+    if (plan_.key.split) detail::split_layout(plan_, problem).bind(args_, params.workspace);  // as run() lays it out
     if (plan_.scratch_bytes_per_cta) {  // the kernel's scratch: TMEM backing store, tile counters
       const size_t bytes = size_t{shape.grid[0]} * shape.grid[1] * shape.grid[2] * plan_.scratch_bytes_per_cta;
       FA4_CU(cuMemAlloc(&scratch_, bytes));

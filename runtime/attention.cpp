@@ -378,14 +378,13 @@ struct Attention::Impl {
     return k->fallback ? *k->fallback : *k;
   }
 
-  void launch(const Loaded& k, const Problem& problem, ContextState& ctx, CUstream stream, void* workspace = nullptr) {
+  // `layout`: the workspace of the call's split launch, which every split kernel of a mixed batch shares (the
+  // combine reads it by that plan).
+  void launch(const Loaded& k, const Problem& problem, ContextState& ctx, CUstream stream, void* workspace = nullptr,
+              const SplitLayout& layout = {}) {
     const Plan& plan = k.built->plan;
     PreparedLaunch l = prepare_launch(plan, problem, ctx.device.sm_count);
-    if (plan.key.split) {  // the partial states go to the workspace: O, then the LSEs
-      const SplitLayout layout = split_layout(plan, problem);
-      l.args.o_partial = static_cast<float*>(workspace);
-      l.args.lse_partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + layout.o_bytes);
-    }
+    if (plan.key.split) layout.bind(l.args, workspace);
     if (plan.scratch_bytes_per_cta) {
       const ContextState::Scratch& s = scratch_for(ctx, l.scratch_bytes(plan), stream);
       l.args.scratch = reinterpret_cast<void*>(s.ptr);
@@ -462,16 +461,17 @@ void Attention::run(const AttentionParams& params, CUstream stream) {
     return;
   }
   // Split-KV: the parts into the workspace, then their merge into O (and the LSE).
-  const size_t needed = split_layout(*split_plan, problem).bytes();
+  const SplitLayout layout = split_layout(*split_plan, problem);
+  const size_t needed = layout.bytes();
   if (params.workspace_bytes < needed)
     throw Error(ErrorCode::invalid_argument, "workspace_bytes: split-KV needs " + std::to_string(needed) +
                                                  " bytes here (Attention::workspace_size), got " +
                                                  std::to_string(params.workspace_bytes));
   const KernelKey merge_key = combine_key(split_plan->key, ctx.device.arch, /*f32_states=*/true);
   const Loaded& merge = impl_->ready(ctx, merge_key, combine_config(merge_key), nullptr, stream);
-  for (const Loaded* k : kernels) impl_->launch(*k, problem, ctx, stream, params.workspace);
+  for (const Loaded* k : kernels) impl_->launch(*k, problem, ctx, stream, params.workspace, layout);
   // No sequence cut (short keys, or split_by_batch at a large batch), or each one's parts all in one CTA,
-  // which merged them (SplitRule::parts_per_cta): the split kernel wrote O itself.
+  // which folded them (SplitRule::parts_per_cta): the split kernel wrote O itself.
   const fa4k::SplitRule rule = split_rule(*split_plan, problem);
   if (max_splits(*split_plan, problem, rule) <= rule.parts_per_cta) return;
   enqueue_combine(merge.built->plan, split_combine_args(*split_plan, problem, params.workspace), merge.function,

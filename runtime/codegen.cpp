@@ -94,7 +94,7 @@ std::string generate_preamble(const Plan& plan) {
   p.constant("int", "kSmemBytes", plan.smem_bytes);
   p.flag("kPersistent", plan.persistent);
   p.constant("int", "kSoftExp2Every", plan.soft_exp2_every);
-  p.constant("int", "kMergedParts", plan.merged_parts);
+  p.constant("int", "kFoldBlocks", plan.fold_split_blocks);
   p.constant("int", "kRescaleThresholdLog2", plan.rescale_threshold_log2);
   p.constant("int", "kWaitTimeoutMs", plan.wait_timeout_ms);
   p.constant("long long", "kScratchBytesPerCta", plan.scratch_bytes_per_cta);

@@ -94,6 +94,11 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   r.split_blocks = plan.split_blocks;
   r.short_blocks = plan.short_split_blocks;
   r.short_parts = plan.short_split_parts;
+  // Batch-invariant decode folds its short sequences (explicit parts run a CTA each: nothing to fold).
+  if (p.num_splits == 0 && plan.fold_split_blocks > 0) {
+    r.fold_blocks = plan.fold_split_blocks;
+    r.decode_states = plan.threads / 32;  // a raw state per decode warp (decode.cuh)
+  }
   // num_splits 0 cuts only decode sequences: the workspace holds min(seqlen_q, decode tokens) rows per
   // sequence (a mixed batch's prompts take one short slot each, not their length).
   r.seq_rows = p.num_splits == 0 ? static_cast<int>(served_seqlen_q(plan, problem)) : 0;
@@ -108,6 +113,7 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
     const long long c = std::min(ctas, sms + 1);  // past sms nothing is cut: keeps c^2 in range
     r.split_blocks = static_cast<int>(std::clamp((c * c + 2 * sms - 1) / (2 * sms), 1LL, 1LL << 30));
     r.short_blocks = 0;
+    r.fold_blocks = r.decode_states = 0;  // parts that follow the batch: nothing to keep batch-invariant
     const long long most = std::min(sms / ctas, std::max(kBatchSplitMinCap, (blocks + plan.split_blocks - 1) / plan.split_blocks));
     r.max_parts = static_cast<int>(std::clamp(most, 1LL, static_cast<long long>(kMaxSplits)));
     r.merge_shares = merge_shares(r.max_parts);
@@ -119,23 +125,27 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   r.merge_shares = merge_shares(p.num_splits > 0 ? static_cast<int>(p.num_splits) : r.max_parts);
   // Batch-invariant decode: a sequence's parts depend on its length only, but the CTAs that run them may
   // follow the batch. A CTA runs k consecutive parts, through rings that no part restarts; one that runs all
-  // of a sequence's parts merges them itself (no combine for that sequence). The C x ceil(parts / k) CTAs of
-  // a launch fill ceil(CTAs / W) waves of W = SMs x Plan::ctas_per_sm slots and use C x parts / (waves x W
-  // x k) of the slot time: the k that uses most, the larger on a tie (fewer partials), of at most
-  // Plan::merged_parts default parts' keys (a long CTA leaves a ragged tail).
-  if (p.num_splits == 0 && plan.key.decode && plan.merged_parts > 1) {
+  // of a sequence's parts folds them itself (no combine for that sequence: decode.cuh). The C x ceil(parts /
+  // k) CTAs of a launch fill ceil(CTAs / W) waves of W = SMs x Plan::ctas_per_sm slots and use C x parts /
+  // (waves x W x k) of the slot time: the k that uses most, the larger on a tie (fewer partials), of at most
+  // Plan::fold_split_blocks blocks (a long CTA leaves a ragged tail; a CTA that runs all of a sequence's parts
+  // must fold them). All of the parts (no raw states written and read back, no combine) also where that
+  // costs at most 1/8 more: on the H200 256 x 4k, GQA 32/8, 16 parts ran at 0.84 of the best peer in 125
+  // waves of a CTA a part (cost 125) and at 0.98 in 8 waves of CTAs of all 16 (cost 128).
+  if (p.num_splits == 0 && plan.key.decode && r.fold_blocks > 0) {
     const long long ctas = ctas_at_one_part(plan, problem);
     const long long blocks = longest_key_blocks(problem, plan.tile_n);
     const long long parts = fa4k::split_parts(r, true, static_cast<int>(blocks));
     const long long part_blocks = std::max(1LL, (blocks + parts - 1) / parts);
-    const long long most = std::min({parts, 1LL * plan.merged_parts,
-                                     std::max(1LL, 1LL * plan.merged_parts * plan.split_blocks / part_blocks)});
+    const long long most = std::min(parts, std::max(1LL, r.fold_blocks / part_blocks));
     const long long wave = std::max(1, plan.ctas_per_sm) * sm_slots(problem);
     long long best = 1, best_cost = std::numeric_limits<long long>::max();
     for (long long k = 1; k <= most; ++k) {
       const long long waves = (ctas * ((parts + k - 1) / k) + wave - 1) / wave;
       if (waves * k <= best_cost) best = k, best_cost = waves * k;
     }
+    const long long all_waves = (ctas + wave - 1) / wave;
+    if (most == parts && all_waves * parts * 8 <= best_cost * 9) best = parts;
     r.parts_per_cta = static_cast<int>(best);
   }
   return r;
@@ -164,7 +174,11 @@ SplitLayout split_layout(const Plan& plan, const Problem& problem, bool any_smal
   // Parts x workspace rows. With split_by_batch a smaller problem may need more: b sequences uncut take b
   // x seq_rows rows; cut, at most SMs / (head groups) sequence parts (one m block each: the fewest CTAs per
   // part, so the most parts), and at most b x the longest one's blocks.
-  long long states = static_cast<long long>(l.max_splits) * rule.partial_rows;
+  // A folded sequence's parts hold a raw state per decode warp (params.h AttentionArgs).
+  const long long fold_blocks = std::min<long long>(rule.fold_blocks, longest_key_blocks(problem, rule.tile_n));
+  const long long folded =
+      l.max_splits > 1 && fold_blocks > 0 ? fa4k::split_parts(rule, true, static_cast<int>(fold_blocks)) * rule.decode_states : 0;
+  long long states = std::max<long long>(l.max_splits, folded) * rule.partial_rows;
   const AttentionParams& p = problem.params;
   if (any_smaller_batch && p.num_splits == 0 && p.split_by_batch) {
     const long long cut =
@@ -174,6 +188,7 @@ SplitLayout split_layout(const Plan& plan, const Problem& problem, bool any_smal
   states *= p.heads_q;
   l.o_bytes = align(states * static_cast<size_t>(problem.params.head_dim_v) * 4);
   l.lse_bytes = align(states * 4);
+  l.sum_bytes = folded > 0 ? l.lse_bytes : 0;
   return l;
 }
 
@@ -313,6 +328,7 @@ fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, v
   const long long rows = problem.rows, heads = p.heads_q, dv = p.head_dim_v, parts_rows = rule.partial_rows;
   a.state_o[0] = workspace;
   a.state_lse[0] = reinterpret_cast<const float*>(static_cast<const char*>(workspace) + layout.o_bytes);
+  a.state_sum = reinterpret_cast<const float*>(static_cast<const char*>(workspace) + layout.o_bytes + layout.lse_bytes);
   a.o_state_stride = parts_rows * heads * dv;  // fp32 [split][partial rows][heads][dv]
   a.lse_state_stride = heads * parts_rows;     // fp32 [split][heads][partial rows]
   a.n_states = layout.max_splits;
@@ -337,8 +353,17 @@ fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, v
   a.window_right = static_cast<int>(p.window_right);
   a.seqlen_k = static_cast<int>(p.seqlen_k);
   a.decode_seqlen_q = problem.decode_seqlen_q;
+  a.scale_log2 = kernel_scale_log2(p);
   a.rule = rule;
-  a.warps_per_item = rule.merge_shares;  // fixes the order of a row's sum (split_rule)
+  // Folded rows need the combine's staging (shared memory, which keeps it from starting beside the decode
+  // kernel's CTAs): unless no decode sequence can be folded, i.e. all have the longest length, no window, and
+  // that is past Plan::fold_split_blocks.
+  const bool same_lengths = !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqused_k && p.window_left < 0 && p.window_right < 0;
+  a.stage_folded = rule.fold_blocks > 0 && layout.max_splits > 1 &&
+                   (!same_lengths || longest_key_blocks(problem, rule.tile_n) <= rule.fold_blocks);
+  // A warp per share of a normalised row (the shares fix the order of its sum: split_rule), and per decode
+  // warp's states of a folded one.
+  a.warps_per_item = std::max(rule.merge_shares, rule.decode_states);
   return a;
 }
 
@@ -373,6 +398,7 @@ void enqueue_combine(const Plan& plan, const fa4k::CombineArgs& args, CUfunction
   shape.grid[0] = static_cast<unsigned>(
       std::max(1LL, std::min((items + per_cta - 1) / per_cta, kCombineCtasPerSm * std::max(sm_count, 1))));
   shape.block[0] = static_cast<unsigned>(plan.threads);
+  shape.smem_bytes = args.stage_folded ? plan.smem_bytes : 0;  // (combine_plan)
   void* params[] = {const_cast<fa4k::CombineArgs*>(&args)};
   const LaunchConfig config(shape, stream, overlap_previous);
   check_cu(driver().cuLaunchKernelEx(config.get(), function, params, nullptr), "cuLaunchKernelEx (combine)");

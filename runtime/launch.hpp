@@ -17,11 +17,19 @@ struct DeviceInfo {
 DeviceInfo read_device_info(CUdevice device);
 
 // Split-KV: the most parts any sequence can have, and the workspace they take (partial O, then partial LSE,
-// each 256-byte aligned).
+// then the raw states' row sums of folded sequences, each 256-byte aligned; params.h AttentionArgs).
 struct SplitLayout {
   int max_splits = 1;
-  size_t o_bytes = 0, lse_bytes = 0;
-  size_t bytes() const { return o_bytes + lse_bytes; }
+  size_t o_bytes = 0, lse_bytes = 0, sum_bytes = 0;
+  size_t bytes() const { return o_bytes + lse_bytes + sum_bytes; }
+  // The kernel's workspace pointers. Every split kernel of a call writes by the split plan's layout, which
+  // the combine reads (a mixed batch's prefill kernel too).
+  void bind(fa4k::AttentionArgs& args, void* workspace) const {
+    char* w = static_cast<char*>(workspace);
+    args.o_partial = reinterpret_cast<float*>(w);
+    args.lse_partial = reinterpret_cast<float*>(w + o_bytes);
+    args.sum_partial = sum_bytes ? reinterpret_cast<float*>(w + o_bytes + lse_bytes) : nullptr;
+  }
 };
 // The workspace of a split launch. any_smaller_batch (Attention::workspace_size): enough also for every
 // batch up to problem's, at most its lengths (split_by_batch may cut a smaller batch into more parts).

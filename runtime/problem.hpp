@@ -42,6 +42,8 @@ CUcontext validate_on_device(CUstream stream);
 
 // The kernel argument block for a problem (pointers, strides, sizes, scales).
 fa4k::AttentionArgs make_kernel_args(const Problem& problem);
+// The factor exp2 takes raw scores (or, with softcap, their tanh) by: AttentionArgs::scale_log2.
+float kernel_scale_log2(const AttentionParams& params);
 
 // A validated merge: MergeParams with strides resolved.
 struct MergeProblem {

@@ -360,6 +360,11 @@ CUcontext validate_on_device(CUstream stream) {
   return current;
 }
 
+float kernel_scale_log2(const AttentionParams& p) {
+  // With softcap the kernels turn scores into tanh(s * scale / cap): exp2 takes them times cap log2(e).
+  return (p.softcap > 0 ? p.softcap : p.softmax_scale) * kLog2e;
+}
+
 fa4k::AttentionArgs make_kernel_args(const Problem& problem) {
   const AttentionParams& p = problem.params;
   fa4k::AttentionArgs a;
@@ -379,13 +384,10 @@ fa4k::AttentionArgs make_kernel_args(const Problem& problem) {
   a.heads_kv = static_cast<int>(p.heads_kv);
   a.q_heads_per_kv = problem.q_heads_per_kv;
   a.softmax_scale = p.softmax_scale;
-  a.scale_log2 = p.softmax_scale * kLog2e;
+  a.scale_log2 = kernel_scale_log2(p);
   a.window_left = static_cast<int>(p.window_left);
   a.window_right = static_cast<int>(p.window_right);
-  if (p.softcap > 0) {  // the kernels turn scores into tanh(s * scale / cap): exp2 takes them times cap log2(e)
-    a.softcap_scale = p.softmax_scale / p.softcap;
-    a.scale_log2 = p.softcap * kLog2e;
-  }
+  if (p.softcap > 0) a.softcap_scale = p.softmax_scale / p.softcap;
   a.sinks = p.sinks;
   a.cu_seqlens_q = p.cu_seqlens_q;
   a.cu_seqlens_k = p.cu_seqlens_k;  // with a page table only its lengths are used

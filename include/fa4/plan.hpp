@@ -165,9 +165,9 @@ struct FA4_API Plan {
   int split_blocks = 0;      // split-KV with num_splits 0: KV blocks per part (a constant: batch invariance) ...
   int short_split_blocks = 0;  // ... or this many while that gives a sequence at most short_split_parts
   int short_split_parts = 0;   // parts (decode: short sequences spread over more CTAs; 0: no such rule)
-  int merged_parts = 1;      // decode split-KV: a CTA may run consecutive parts of up to this many times
-                             // split_blocks KV blocks, and merges them itself when they are all of a
-                             // sequence's (launch.cpp split_rule)
+  int fold_split_blocks = 0;  // decode split-KV: a CTA may run consecutive parts of up to this many KV blocks
+                              // in all, and a cut sequence of at most this many is its warps' raw part
+                              // states folded in part order (SplitRule::fold_blocks; 0: one part a CTA)
   int ctas_per_sm = 0;       // decode: CTAs an SM holds at once (by shared memory); 0: not planned
   std::vector<std::string> risks;  // known risks and the fallback chosen
 

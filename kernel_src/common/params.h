@@ -35,12 +35,30 @@ struct SplitRule {
   int seq_rows;
   int partial_rows;
   // A split kernel's CTA runs this many consecutive parts of its sequence (the grid's split dimension is
-  // ceil(max_splits / parts_per_cta)). One that runs all of a sequence's parts merges them itself, with the
-  // combine kernel's arithmetic (portable/merge.cuh), so the bits do not depend on the choice; the combine
-  // merges only sequences with more parts than this.
+  // ceil(max_splits / parts_per_cta)). One that runs all of a sequence's parts folds them itself, with the
+  // combine kernel's arithmetic (portable/merge.cuh, below), so the bits do not depend on the choice; the
+  // combine merges only sequences with more parts than this.
   int parts_per_cta;
-  int merge_shares;  // the interleaved shares a row's states are summed in (CombineArgs::warps_per_item)
+  int merge_shares;  // the interleaved shares a row's normalised states are summed in (CombineArgs::warps_per_item)
+  // A cut decode sequence of at most fold_blocks KV blocks (0: none) is the fold of its warps' raw part states
+  // (portable/merge.cuh): each part writes decode_states of them (one per decode warp), and the CTA that
+  // runs all of its sequence's parts folds them in registers instead. A CTA never runs more than fold_blocks
+  // blocks of parts, so one that runs all of a sequence's parts folds them.
+  int fold_blocks;
+  int decode_states;
 };
+
+// The most parts a folded sequence has: the combine stages a row's raw states in shared memory (the portable
+// decode Plan asserts the bound).
+constexpr int kMaxFoldParts = 16;
+
+// The combine's dynamic shared memory where folded rows may come: each warp stages its decode warp's parts.
+FA4_PARAMS_HD int combine_staging_bytes(int warps, int dv) { return warps * kMaxFoldParts * dv * 4; }
+
+// A decode sequence of `blocks` KV blocks in `parts` parts whose result is its warps' raw part states folded.
+FA4_PARAMS_HD bool folded(const SplitRule& r, int blocks, int parts) {
+  return r.fold_blocks > 0 && parts > 1 && blocks <= r.fold_blocks;  // (explicit parts cut even empty sequences)
+}
 
 // The grid's split dimension: the CTAs of one (m block, head group, sequence).
 FA4_PARAMS_HD int split_ctas(const SplitRule& r, int max_splits) {
@@ -153,13 +171,16 @@ struct AttentionArgs {
   // ragged batch can hold both (each kernel then skips the other's). 0 when the prefill kernel runs alone.
   int decode_seqlen_q;
 
-  // Split-KV kernels: a sequence's key blocks in parts (split_parts), each part's rows written to o_partial /
-  // lse_partial and merged by the combine kernel, or by the decode CTA that ran all of them
-  // (SplitRule::parts_per_cta); a sequence in one part is written directly.
+  // Split-KV kernels: a sequence's key blocks in parts (split_parts), each part's states written to the
+  // workspace and merged by the combine kernel, or folded by the decode CTA that ran all of them
+  // (SplitRule::parts_per_cta); a sequence in one part is written directly. State s: a part's normalised O
+  // and its LSE (natural log; -inf for a part without keys), s = part; or, for a folded sequence
+  // (folded), decode warp w's raw O, row max and row sum, s = part * split.decode_states + w.
   SplitRule split;
   int max_splits;            // the most parts any sequence can have (the grid's split dimension: split_ctas)
-  float* o_partial;          // fp32 [max_splits][split.partial_rows][heads_q][dv] (rows: partial_row)
-  float* lse_partial;        // fp32 [max_splits][heads_q][split.partial_rows], natural log; -inf for a part without keys
+  float* o_partial;          // fp32 [states][split.partial_rows][heads_q][dv] (rows: partial_row)
+  float* lse_partial;        // fp32 [states][heads_q][split.partial_rows]: the LSE, or a raw state's row max
+  float* sum_partial;        // fp32, as lse_partial: a raw state's row sum
 };
 
 // Sequence `batch` of a call: the query rows it has and the keys it sees (from the device arrays when the
@@ -234,6 +255,9 @@ struct CombineArgs {
   // After a split-KV kernel (split = 1): only the rows of sequences with more than one part are merged,
   // each over its own parts (split_parts); the kernel wrote the other rows' final output itself.
   int split;
+  const float* state_sum;    // a folded sequence's raw row sums, laid out as the LSEs (SplitRule::fold_blocks)
+  int stage_folded;          // the launch has combine_staging_bytes of dynamic shared memory (folded rows possible)
+  float scale_log2;          // the attention's (AttentionArgs::scale_log2): raw row maxima's exponent factor
   const int* cu_seqlens_k;
   const int* seqused_k;
   int seqlen_k, decode_seqlen_q;

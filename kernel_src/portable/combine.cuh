@@ -5,7 +5,9 @@
 // context-parallel attention). States with LSE = -inf (no keys) weigh 0; when every state is empty the row's
 // O is 0 and its LSE -inf. The order of the sum is fixed (s = 0, 1, ...): the result is bit-identical from
 // run to run. The arithmetic is merge.cuh's, which the decode kernel also runs on a sequence whose parts one
-// CTA ran all of (SplitRule::parts_per_cta); the combine skips those rows.
+// CTA ran all of (SplitRule::parts_per_cta); the combine skips those rows. A folded decode sequence
+// (SplitRule::fold_blocks) holds raw states instead, one per decode warp and part: warp `share` of the item
+// folds decode warp share's states in part order, and the item's first warp merges the folds.
 //
 // Work: a (row, head) item is shared by warps_per_item warps (CombineArgs), each summing every
 // warps_per_item-th state, so a row cut into many parts (decode at batch 1: up to 256) has 4 warps of loads in
@@ -46,12 +48,19 @@ __device__ __forceinline__ int sequence_of(const fa4k::CombineArgs& a, long long
   return lo;
 }
 
+// Folded decode rows (raw states) come only from split-KV decode kernels of dv <= 128 (Plan::fold_split_blocks).
+constexpr bool kRawStates = fa4cfg::kCombineF32States && fa4cfg::kHeadDimV <= 128;
+
 // Registers for the states' LSEs, 32 states each: a split-KV launch's parts, or a merge's states.
 constexpr int kLseChunks = fa4cfg::kCombineF32States ? fa4p::kMergeSplitChunks : (fa4k::kMaxCombinePointers + 31) / 32;
 
 extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 8) fa4_combine(const fa4k::CombineArgs args) {
   using namespace fa4p;
   __shared__ float shares[kCombineWarps][fa4cfg::kHeadDimV];
+  __shared__ float share_max[kCombineWarps], share_sum[kCombineWarps];  // a folded row's folds
+  // A folded row's raw O, every part's at once: warp w's slice holds its decode warp's parts (dynamic:
+  // combine_staging_bytes when CombineArgs::stage_folded).
+  extern __shared__ __align__(16) float staged[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int per_item = args.warps_per_item;
   const int items_per_cta = kCombineWarps / per_item;
@@ -65,8 +74,9 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 8) fa4_combine(co
     float acc[kMergePerLane];
 #pragma unroll
     for (int i = 0; i < kMergePerLane; ++i) acc[i] = 0.f;
-    float max_lse = neg_inf(), sum = 0.f;
+    float max_lse = neg_inf(), sum = 0.f;  // a folded row's: this warp's fold's raw max and sum
     bool merged = false;   // this item is merged here (not a row written by the split kernel itself)
+    bool raw = false;      // a folded decode row: raw warp states (merge.cuh)
     long long batch = 0, place = 0;
     int head = 0;
     if (item < items) {
@@ -85,9 +95,12 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 8) fa4_combine(co
                                                  : args.seqlen_k;
         const fa4k::KeyBlocks span =
             fa4k::key_blocks(seqlen_q, seqlen_k, args.window_left, args.window_right, args.rule.tile_n);
-        n_states = fa4k::split_parts(args.rule, seqlen_q <= args.decode_seqlen_q, span.count);
+        const bool decode_row = seqlen_q <= args.decode_seqlen_q;
+        n_states = fa4k::split_parts(args.rule, decode_row, span.count);
+        raw = kRawStates && decode_row && fa4k::folded(args.rule, span.count, n_states);
+        if (raw && !args.stage_folded) __trap();  // the host's split_combine_args promised none
       }
-      merged = !args.split || n_states > args.rule.parts_per_cta;  // fewer: the split kernel's CTA merged them
+      merged = !args.split || n_states > args.rule.parts_per_cta;  // fewer: the split kernel's CTA folded them
       if (merged) {
 #if __CUDA_ARCH__ >= 900
         // Launched as a programmatic dependent of the split kernel (enqueue_combine), so the lookups above ran
@@ -106,30 +119,82 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 8) fa4_combine(co
                                            s * args.o_state_stride * (fa4cfg::kCombineF32States ? 4 : 2)
                                      : static_cast<const char*>(args.state_o[s]);
         };
-        // The weights and this warp's share of the states (merge.cuh, as the decode kernel's own merge).
         auto state_lse = [&](int s) {
           return (args.lse_state_stride ? args.state_lse[0] + s * args.lse_state_stride : args.state_lse[s])[in_lse];
         };
-        float weight[kLseChunks];
-        merge_weights<kLseChunks>(n_states, lane, state_lse, weight, max_lse, sum);
-        if (max_lse != neg_inf())
-          merge_share<kLseChunks>(n_states, share, per_item, lane, weight, state_o,
-                                  [&](const char* o, int e) { return load_state(o, in_o + e); }, acc);
+        if (kRawStates && raw) {
+          // Decode warp `share`'s states (part p: state p * decode_states + share) folded in part order, as a
+          // decode CTA that runs all the parts folds them in registers. One round trip: every part's O to
+          // shared memory at once (n_states <= kMaxFoldParts: split_rule), lane p holding part p's max and sum.
+          const int states = args.rule.decode_states;
+          if (share < states) {
+            constexpr int kVecs = fa4cfg::kHeadDimV / 4;  // 16-byte pieces of a row (dv % 4 == 0)
+            float* mine = staged + warp * fa4k::kMaxFoldParts * fa4cfg::kHeadDimV;
+            for (int p = 0; p < n_states; ++p) {
+              const float* o = reinterpret_cast<const float*>(state_o(p * states + share)) + in_o;
+              for (int v = lane; v < kVecs; v += 32) cp_async_16(shared_address(mine + p * fa4cfg::kHeadDimV + 4 * v), o + 4 * v, 16);
+            }
+            cp_async_commit();
+            const int s_lane = lane * states + share;
+            const float lane_max = lane < n_states ? state_lse(s_lane) : neg_inf();
+            const float lane_sum = lane < n_states ? args.state_sum[s_lane * args.lse_state_stride + in_lse] : 0.f;
+            cp_async_wait<0>();
+            __syncwarp();
+            max_lse = __shfl_sync(0xffffffffu, lane_max, 0), sum = __shfl_sync(0xffffffffu, lane_sum, 0);
+#pragma unroll
+            for (int i = 0; i < kMergePerLane; ++i) acc[i] = mine[lane + 32 * i];
+            for (int p = 1; p < n_states; ++p) {
+              float a, b;
+              fold_weights(max_lse, __shfl_sync(0xffffffffu, lane_max, p), args.scale_log2, a, b);
+              sum = fold_term(sum, a, __shfl_sync(0xffffffffu, lane_sum, p), b);
+#pragma unroll
+              for (int i = 0; i < kMergePerLane; ++i) acc[i] = fold_term(acc[i], a, mine[p * fa4cfg::kHeadDimV + lane + 32 * i], b);
+            }
+            __syncwarp();  // every lane has read the slice before the next item's copies land in it
+          }
+        } else {
+          // The weights and this warp's share of the states (merge.cuh, as the decode kernel's own merge).
+          float weight[kLseChunks];
+          merge_weights<kLseChunks>(n_states, lane, state_lse, weight, max_lse, sum);
+          if (max_lse != neg_inf())
+            merge_share<kLseChunks>(n_states, share, per_item, lane, weight, state_o,
+                                    [&](const char* o, int e) { return load_state(o, in_o + e); }, acc);
+        }
       }
     }
-    if (per_item > 1) {  // the shares meet in the item's first warp, in share order
+    float inv = 0.f, lse = neg_inf();
+    // The shares meet in the item's first warp: a normalised row's in share order; a folded row's folds
+    // merged as the decode kernel merges its warps (a folded row has per_item >= decode_states warps:
+    // split_combine_args).
+    if (per_item > 1) {
 #pragma unroll
       for (int i = 0; i < kMergePerLane; ++i) shares[warp][lane + 32 * i] = acc[i];
+      if (lane == 0) share_max[warp] = max_lse, share_sum[warp] = sum;
       __syncthreads();
-      if (share == 0)
+      if (share == 0 && raw) {
+        constexpr int kMostStates = 8;
+        float weight[kMostStates];
+        const int states = args.rule.decode_states;
+        lse = warp_merge_weights<kMostStates>(
+            states, [&](int w) { return share_max[warp + w]; }, [&](int w) { return share_sum[warp + w]; }, args.scale_log2,
+            weight, inv);
+#pragma unroll
+        for (int i = 0; i < kMergePerLane; ++i) {
+          acc[i] = 0.f;
+#pragma unroll
+          for (int w = 0; w < kMostStates; ++w)
+            if (w < states) acc[i] = fmaf(weight[w], shares[warp + w][lane + 32 * i], acc[i]);
+        }
+        if (args.sinks) lse = fa4k::add_sink(lse, args.sinks[head], inv);
+      } else if (share == 0) {
         for (int p = 1; p < per_item; ++p)
 #pragma unroll
           for (int i = 0; i < kMergePerLane; ++i) acc[i] += shares[warp + p][lane + 32 * i];
+      }
       __syncthreads();
     }
     if (!merged || share != 0) continue;
-    float inv;
-    const float lse = merge_lse(max_lse, sum, args.sinks, head, inv);
+    if (!raw) lse = merge_lse(max_lse, sum, args.sinks, head, inv);
     u16* out = static_cast<u16*>(args.o.ptr) + batch * args.o.batch_stride + place * args.o.seq_stride + head * args.o.head_stride;
 #pragma unroll
     for (int i = 0; i < kMergePerLane; ++i) out[lane + 32 * i] = float_to_half<fa4cfg::kBf16>(acc[i] * inv);

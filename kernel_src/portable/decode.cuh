@@ -10,10 +10,13 @@
 // - at a part's end the warps' states (unnormalised O, row max, row sum) meet in smem, each O over the ring
 //   stage of its warp's last chunk, and the CTA writes O and the LSE, or with split-KV its part's normalised
 //   fp32 O and LSE for the combine kernel;
-// - with split-KV a CTA may run SplitRule::parts_per_cta consecutive parts, each exactly as a CTA of its own
-//   would, through one ring per warp (a part's first chunks load while the one before ends); one that ran all
-//   of its sequence's parts merges them itself with the combine's arithmetic (merge.cuh), so the launch needs
-//   no combine and the bits are the same.
+// - with split-KV a CTA may run SplitRule::parts_per_cta consecutive parts through one ring per warp (a
+//   part's first chunks load while the one before ends). A sequence of at most SplitRule::fold_blocks KV
+//   blocks is its warps' raw part states folded in part order (merge.cuh): a CTA that runs all of its parts folds
+//   them in registers, no part's end waiting for another warp, and the launch needs no combine for it; any
+//   other writes them for the combine, which folds them with the same functions, so the bits are the same.
+//   A longer sequence's parts end as a CTA of their own would (the warps merged, normalised fp32 O and LSE
+//   for the combine).
 // A paged chunk never crosses a page (pages hold a power of two >= 16 keys, chunks start at multiples of 16),
 // so paged K/V cost one page-table read per chunk and load like dense rows.
 #pragma once
@@ -115,12 +118,12 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
   int parts = 1, part_begin = 0, part_end = 1;
   if (fa4cfg::kSplit) {
     parts = fa4k::split_parts(args.split, true, span.count);
-    const int per_cta = fa4cfg::kMergedParts > 1 && args.split.parts_per_cta > 1 ? args.split.parts_per_cta : 1;
+    const int per_cta = fa4cfg::kFoldBlocks > 0 && args.split.parts_per_cta > 1 ? args.split.parts_per_cta : 1;
     part_begin = tile.split * per_cta;
     if (part_begin >= parts) return;
-    part_end = fa4cfg::kMergedParts > 1 ? min(parts, part_begin + per_cta) : part_begin + 1;
+    part_end = fa4cfg::kFoldBlocks > 0 ? min(parts, part_begin + per_cta) : part_begin + 1;
   }
-  const bool partial = parts > 1;  // a part of a cut sequence: normalised fp32 O and LSE to the workspace
+  const bool partial = parts > 1;  // a part of a cut sequence
   const int group = tile.group;
 
   // Keys some row of the tile sees: from the first row's first key to the last row's last (tile.cuh).
@@ -169,7 +172,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
   Chunks load_chunks = chunks_of(load_walk);
   fa4k::PartWalk run_walk = load_walk;  // the part run_part runs next
   auto load_next = [&](int stage) {
-    if constexpr (fa4cfg::kMergedParts > 1)
+    if constexpr (fa4cfg::kFoldBlocks > 0)
       while (loaded == load_chunks.count && load_part + 1 < part_end) {
         ++load_part;
         load_walk.next();
@@ -209,10 +212,17 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
   int stage = 0;  // the stage of the stream's next chunk
   auto stage_before = [](int s) { return s == 0 ? kStages - 1 : s - 1; };
 
-  // Each part as a CTA of its own would run it: the same chunks per warp, the same merge of the warps.
+  // Each part as a CTA of its own would run it: the same chunks per warp, the same merge of the warps. A
+  // folded sequence's (SplitRule::fold_blocks) warps instead keep their raw part states: folded in registers
+  // where this CTA runs all of its parts, and the warps merged once at the end; else written for the combine.
+  const bool raw = fa4cfg::kFoldBlocks > 0 && fa4k::folded(args.split, span.count, parts);
+  const bool fold = raw && part_begin == 0 && part_end == parts;
+  const bool to_workspace = partial && !fold;  // this CTA's parts go to the combine
+  float fold_o[1][kOTiles][4], fold_max[2], fold_sum[2];
+
   auto run_part = [&](int part) {
     const Chunks chunks = chunks_of(run_walk);
-    if (fa4cfg::kMergedParts > 1 && part + 1 < part_end) run_walk.next();
+    if (fa4cfg::kFoldBlocks > 0 && part + 1 < part_end) run_walk.next();
     float o[1][kOTiles][4];
     float row_max[1][2];
     init_row_max(row_max, args.scale_log2);
@@ -242,18 +252,84 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
       stage = stage + 1 == kStages ? 0 : stage + 1;
     }
 
+    float sums[2];  // the rows' sums over the quad
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      sums[h] = row_sum[0][h];
+      sums[h] += shfl_xor(sums[h], 1);
+      sums[h] += shfl_xor(sums[h], 2);
+    }
+    if constexpr (fa4cfg::kFoldBlocks > 0) {
+      if (raw && !fold) {  // the warp's raw state to the workspace (valid rows); no other warp waits for it
+        const long long rows_per_part = args.split.partial_rows;
+        const long long state = static_cast<long long>(part) * kWarps + warp;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = row0 + (lane >> 2) + 8 * h;
+          if (row >= rows) continue;
+          const int token = row_token(row), head = row_head(group, row);
+          const long long at = fa4k::partial_row(args.split, tile.batch, token, tile.row_base + token);
+          float* out = args.o_partial + ((state * rows_per_part + at) * args.heads_q + head) * fa4cfg::kHeadDimV + 2 * (lane & 3);
+#pragma unroll
+          for (int ot = 0; ot < kOTiles; ++ot) *reinterpret_cast<float2*>(out + ot * 8) = make_float2(o[0][ot][2 * h], o[0][ot][2 * h + 1]);
+          if ((lane & 3) == 0) {
+            const long long stat = (state * args.heads_q + head) * rows_per_part + at;
+            args.lse_partial[stat] = row_max[0][h];
+            args.sum_partial[stat] = sums[h];
+          }
+        }
+        return;
+      }
+      if (fold) {
+        if (part == part_begin) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) fold_max[h] = row_max[0][h], fold_sum[h] = sums[h];
+#pragma unroll
+          for (int ot = 0; ot < kOTiles; ++ot)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) fold_o[0][ot][e] = o[0][ot][e];
+        } else {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            if (h == 1 && rows - row0 <= 8) break;  // rows 8-15 are the tile's padding: never stored
+            float a, b;
+            fold_weights(fold_max[h], row_max[0][h], args.scale_log2, a, b);
+            fold_sum[h] = fold_term(fold_sum[h], a, sums[h], b);
+            // Where no row's max moved (most parts once the maxima settle), a = 1 and x_a * a = x_a exactly:
+            // the same bits in one instruction.
+            if (__all_sync(0xffffffffu, a == 1.f)) {
+#pragma unroll
+              for (int ot = 0; ot < kOTiles; ++ot)
+#pragma unroll
+                for (int e = 2 * h; e < 2 * h + 2; ++e) fold_o[0][ot][e] = fmaf(o[0][ot][e], b, fold_o[0][ot][e]);
+            } else {
+#pragma unroll
+              for (int ot = 0; ot < kOTiles; ++ot)
+#pragma unroll
+                for (int e = 2 * h; e < 2 * h + 2; ++e) fold_o[0][ot][e] = fold_term(fold_o[0][ot][e], a, o[0][ot][e], b);
+            }
+          }
+        }
+        if (part + 1 < part_end) return;  // the fold goes on with the next part
+        // The last part: the warps merge their folds below, as the warps of an uncut sequence.
+#pragma unroll
+        for (int h = 0; h < 2; ++h) row_max[0][h] = fold_max[h], sums[h] = fold_sum[h];
+#pragma unroll
+        for (int ot = 0; ot < kOTiles; ++ot)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[0][ot][e] = fold_o[0][ot][e];
+      }
+    }
+
     // The warp's state to smem (O[row][col] unnormalised), over the stage of its last chunk.
     __syncwarp();  // every lane has read that stage
     const int free_stage = stage_before(stage);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = (lane >> 2) + 8 * h;
-      float sum = row_sum[0][h];
-      sum += shfl_xor(sum, 1);
-      sum += shfl_xor(sum, 2);
       if ((lane & 3) == 0) {
         stats[warp * 2 * kRows + r] = row_max[0][h];
-        stats[warp * 2 * kRows + kRows + r] = sum;
+        stats[warp * 2 * kRows + kRows + r] = sums[h];
       }
       if (row0 + r >= rows) continue;  // a padding row of the tile: the merge never reads it
       float* out = o_row(warp, free_stage, r) + 2 * (lane & 3);
@@ -263,10 +339,11 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
     if (lane == 0) o_stage[warp] = free_stage;
     __syncthreads();
 
-    // The merge: the warps' states weighed against the largest max (a warp without keys weighs 0). A row's
-    // threads compute its weights once and take every row_threads-th 8-column vector (one 16-byte store
-    // each). All threads share the valid rows: a GQA decode tile often has 8 or 4 (q heads per kv head x
-    // tokens), and the part's end waits for its slowest warp.
+    // The merge: the warps' states weighed against the largest max (a warp without keys weighs 0; merge.cuh,
+    // as the combine merges a folded sequence's warps). A row's threads compute its weights once and take
+    // every row_threads-th 8-column vector (one 16-byte store each). All threads share the valid rows: a GQA
+    // decode tile often has 8 or 4 (q heads per kv head x tokens), and the part's end waits for its slowest
+    // warp.
     constexpr int kVecs = fa4cfg::kHeadDimV / 8;
     constexpr int kRowShift = log2_of(fa4cfg::kThreads / kRows);
     static_assert(fa4cfg::kThreads == kRows << kRowShift, "plan: a power of two of threads per row");
@@ -279,20 +356,12 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
     const int r = tid >> row_shift;
     const int row = row0 + r;
     if (row < rows) {  // r < kRows: row_shift >= kRowShift
-      float max = neg_inf();
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) max = fmaxf(max, stats[w * 2 * kRows + r]);
-      float weight[kWarps], sum = 0.f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        weight[w] = max == neg_inf() ? 0.f : exp2_approx((stats[w * 2 * kRows + r] - max) * args.scale_log2);
-        sum += weight[w] * stats[w * 2 * kRows + kRows + r];
-      }
-      float inv = sum > 0.f ? rcp_approx(sum) : 0.f;
-      const float kLn2 = 0.693147180559945309f;
-      float lse = sum > 0.f ? (max * args.scale_log2 + log2_approx(sum)) * kLn2 : neg_inf();
+      float weight[kWarps], inv;
+      float lse = warp_merge_weights<kWarps>(
+          kWarps, [&](int w) { return stats[w * 2 * kRows + r]; }, [&](int w) { return stats[w * 2 * kRows + kRows + r]; },
+          args.scale_log2, weight, inv);
       const int token = row_token(row), head = row_head(group, row);
-      if (fa4cfg::kSinks && !partial) lse = add_sink(lse, args.sinks[head], inv);  // split: in the merge
+      if (fa4cfg::kSinks && !to_workspace) lse = add_sink(lse, args.sinks[head], inv);  // cut: in the merge
       const long long global_row = tile.row_base + token;
       for (int vec = tid & (row_threads - 1); vec < kVecs; vec += row_threads) {
         float acc[8];
@@ -304,11 +373,11 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
           const float4 lo = in[0], hi = in[1];
           const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
-          for (int j = 0; j < 8; ++j) acc[j] += weight[w] * x[j];
+          for (int j = 0; j < 8; ++j) acc[j] = fmaf(weight[w], x[j], acc[j]);
         }
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[j] *= inv;
-        if (partial) {
+        if (to_workspace) {
           const long long rows_per_part = args.split.partial_rows;
           const long long at = fa4k::partial_row(args.split, tile.batch, token, global_row);
           const long long state = part * rows_per_part + at;
@@ -325,38 +394,13 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
       }
     }
     // The states are read: each warp's stage may be refilled, Stats rewritten, by the next part.
-    if (fa4cfg::kMergedParts > 1) __syncthreads();
+    if (fa4cfg::kFoldBlocks > 0) __syncthreads();
   };
   // A loop, even of one trip, cost the dv 256 kernels 12 registers (and spills): one part runs without it.
-  if constexpr (fa4cfg::kMergedParts > 1) {
+  if constexpr (fa4cfg::kFoldBlocks > 0) {
     for (int part = part_begin; part < part_end; ++part) run_part(part);
   } else {
     run_part(part_begin);
   }
 
-  // Every part of the sequence ran here: merge them as the combine kernel would (merge.cuh, the same
-  // shares), from the workspace rows this CTA wrote (visible to its threads after the barrier above), a
-  // warp per packed row. One LSE register per lane holds them all: the combine's further registers would
-  // add only -inf to the max and 0 to the sum (the same bits), and unrolled they made the kernel compile
-  // 1.6-1.8x as long.
-  static_assert(fa4cfg::kMergedParts <= 32, "plan: a CTA's parts fit one LSE register per lane");
-  if (fa4cfg::kSplit && fa4cfg::kMergedParts > 1 && partial && part_begin == 0 && part_end == parts) {
-    const long long rows_per_part = args.split.partial_rows;
-    u16* o_seq = const_cast<u16*>(sequence_base(args.o, args.cu_seqlens_q, tile.batch));
-    for (int r = warp; r < kRows && row0 + r < rows; r += kWarps) {
-      const int token = row_token(row0 + r), head = row_head(group, row0 + r);
-      const long long at = fa4k::partial_row(args.split, tile.batch, token, tile.row_base + token);
-      float acc[kMergePerLane], inv;
-      const float lse = merge_row<1>(
-          parts, args.split.merge_shares, lane,
-          [&](int s) { return args.lse_partial[(static_cast<long long>(s) * args.heads_q + head) * rows_per_part + at]; },
-          [&](int s) { return args.o_partial + ((s * rows_per_part + at) * args.heads_q + head) * fa4cfg::kHeadDimV; },
-          [](const float* o, int e) { return o[e]; },
-          fa4cfg::kSinks ? args.sinks : nullptr, head, acc, inv);
-      u16* out = o_seq + token * args.o.seq_stride + head * args.o.head_stride;
-#pragma unroll
-      for (int i = 0; i < kMergePerLane; ++i) out[lane + 32 * i] = float_to_half<fa4cfg::kBf16>(acc[i] * inv);
-      if (fa4cfg::kWriteLse && lane == 0) args.lse[lse_index(args, tile, head, token)] = lse;
-    }
-  }
 }

@@ -1,12 +1,14 @@
-// The arithmetic of merging partial attention states (O_s normalised over its own keys, LSE_s the natural
-// log of its denominator) into one row, shared by the combine kernel (combine.cuh) and the decode kernel's
-// own merge of a sequence whose parts it ran all by itself (decode.cuh). Both call these functions in the
-// same order, so a row's bits do not depend on which kernel merged it: a sequence's output stays the same
-// whatever else is in the batch.
-//
-// One warp per (row, head): lane l holds the LSEs of states l, l + 32, ... (kChunks registers) and elements
-// l, l + 32, ... of the row's O. The states are summed in `shares` interleaved shares (share p: states p,
-// p + shares, ...; the combine kernel gives each share a warp), then the shares in order.
+// The arithmetic of merging attention states into one row, shared by the combine kernel (combine.cuh) and
+// the decode kernel (decode.cuh), which call these functions in the same order: a row's bits do not depend
+// on which kernel merged it, so a sequence's output stays the same whatever else is in the batch.
+// - Normalised states (O_s over its own keys, LSE_s the natural log of its denominator): one warp per (row,
+//   head), lane l holding the LSEs of states l, l + 32, ... (kChunks registers) and elements l, l + 32, ...
+//   of the row's O. The states are summed in `shares` interleaved shares (share p: states p, p + shares,
+//   ...; the combine gives each share a warp), then the shares in order.
+// - Raw states (O unnormalised, the row max its exponentials were taken against, the row sum): the decode
+//   kernel's warps at a part's end. A folded sequence (SplitRule::fold_blocks) is each warp's part states
+//   folded in part order (fold_weights, fold_term), then the warps' folds merged (warp_merge_weights), as
+//   the decode kernel merges its warps at the end of an uncut sequence.
 #pragma once
 
 #include "common/params.h"
@@ -17,6 +19,36 @@ namespace fa4p {
 constexpr int kMergePerLane = fa4cfg::kHeadDimV / 32;  // elements of O per lane
 constexpr float kMergeLog2e = 1.4426950408889634f;
 constexpr int kMergeSplitChunks = (fa4k::kMaxSplitParts + 31) / 32;  // LSE registers for a split's parts
+
+// Folds raw state b into the running raw state a: max = max(max_a, max_b), then x = a x_a + b x_b for O and
+// the sum (fold_term), with a = exp2((max_a - max) scale_log2), 0 for a side without keys (max -inf).
+__device__ __forceinline__ void fold_weights(float& max_a, float max_b, float scale_log2, float& a, float& b) {
+  const float max = fmaxf(max_a, max_b);
+  a = max_a == neg_inf() ? 0.f : exp2_approx((max_a - max) * scale_log2);
+  b = max_b == neg_inf() ? 0.f : exp2_approx((max_b - max) * scale_log2);
+  max_a = max;
+}
+__device__ __forceinline__ float fold_term(float x_a, float a, float x_b, float b) { return fmaf(x_b, b, x_a * a); }
+
+// The weights of n <= kMax raw states against their largest max, the factor the weighted sum of their O
+// (fmaf(weight[w], O_w, acc) in w order, from 0) is multiplied by, and the row's LSE (natural log, -inf
+// without keys; before an attention sink).
+template <int kMax, class MaxOf, class SumOf>
+__device__ __forceinline__ float warp_merge_weights(int n, MaxOf max_of, SumOf sum_of, float scale_log2, float (&weight)[kMax],
+                                                    float& inv) {
+  float max = neg_inf(), sum = 0.f;
+#pragma unroll
+  for (int w = 0; w < kMax; ++w)
+    if (w < n) max = fmaxf(max, max_of(w));
+#pragma unroll
+  for (int w = 0; w < kMax; ++w) {
+    weight[w] = w >= n || max == neg_inf() ? 0.f : exp2_approx((max_of(w) - max) * scale_log2);
+    if (w < n) sum = fmaf(weight[w], sum_of(w), sum);
+  }
+  inv = sum > 0.f ? rcp_approx(sum) : 0.f;
+  const float kLn2 = 0.693147180559945309f;
+  return sum > 0.f ? (max * scale_log2 + log2_approx(sum)) * kLn2 : neg_inf();
+}
 
 // The states' weights exp(LSE_s - max LSE) in lane order (0 for an empty or absent state), with the max and
 // the weights' sum in a fixed butterfly order (every lane ends with the same bits). lse_of(s) reads state
@@ -69,29 +101,6 @@ __device__ __forceinline__ float merge_lse(float max_lse, float sum, const float
   float lse = sum > 0.f ? max_lse + logf(sum) : neg_inf();
   if (sinks) lse = fa4k::add_sink(lse, sinks[head], inv);  // once, after the parts are merged
   return lse;
-}
-
-// Every share of a row in one warp, as the combine kernel's warps_per_item warps compute them (share 0's
-// sum, then each further share's added in order).
-template <int kChunks, class LseOf, class RowOf, class Elem>
-__device__ __forceinline__ float merge_row(int n_states, int shares, int lane, LseOf lse_of, RowOf row_of, Elem elem,
-                                           const float* sinks, int head, float (&acc)[kMergePerLane], float& inv) {
-  float weight[kChunks], max_lse, sum;
-  merge_weights<kChunks>(n_states, lane, lse_of, weight, max_lse, sum);
-#pragma unroll
-  for (int i = 0; i < kMergePerLane; ++i) acc[i] = 0.f;
-  if (max_lse != neg_inf()) {
-    merge_share<kChunks>(n_states, 0, shares, lane, weight, row_of, elem, acc);
-    for (int p = 1; p < shares; ++p) {
-      float part[kMergePerLane];
-#pragma unroll
-      for (int i = 0; i < kMergePerLane; ++i) part[i] = 0.f;
-      merge_share<kChunks>(n_states, p, shares, lane, weight, row_of, elem, part);
-#pragma unroll
-      for (int i = 0; i < kMergePerLane; ++i) acc[i] += part[i];
-    }
-  }
-  return merge_lse(max_lse, sum, sinks, head, inv);
 }
 
 }  // namespace fa4p

@@ -21,9 +21,9 @@ struct Tile {
 __device__ __forceinline__ Tile tile_of(const fa4k::AttentionArgs& a, int index) {
   const int num_m = a.num_m_blocks;
   const int groups = a.heads_q / fa4cfg::kGqaPack;
-  // (parts_per_cta > 1 only reaches kernels whose Plan lets a CTA run several parts: Plan::merged_parts)
+  // (parts_per_cta > 1 only reaches kernels whose Plan lets a CTA run several parts: Plan::fold_split_blocks)
   const int splits = !fa4cfg::kSplit          ? 1
-                     : fa4cfg::kMergedParts > 1 ? fa4k::split_ctas(a.split, a.max_splits)
+                     : fa4cfg::kFoldBlocks > 0 ? fa4k::split_ctas(a.split, a.max_splits)
                                                 : a.max_splits;
   Tile t;
   int m;

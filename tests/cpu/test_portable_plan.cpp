@@ -315,10 +315,10 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   EXPECT_EQ(fa4k::split_parts(args.split, false, 131072 / plan.tile_n), 1);
   EXPECT_EQ(args.decode_seqlen_q, 8);
   // Every (m block, CTA of parts) of a decode sequence is a tile. A CTA runs k consecutive parts, the k whose
-  // ceil(CTAs / slots) waves x k is least, the larger on a tie, of at most Plan::merged_parts default parts'
-  // keys (4096). 2 CTAs a SM: 264 slots on 132 SMs.
+  // ceil(CTAs / slots) waves x k is least, the larger on a tie, of at most Plan::fold_split_blocks blocks
+  // (4096 keys). 2 CTAs a SM: 264 slots on 132 SMs.
   EXPECT_EQ(plan.ctas_per_sm, 2);
-  EXPECT_EQ(plan.merged_parts, 8);
+  EXPECT_EQ(plan.fold_split_blocks * plan.tile_n, 4096);
   struct Case {
     int sms, batch, seqlen_q, seqlen_k, parts, per_cta;
     const char* why;
@@ -330,7 +330,8 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
            Case{132, 8, 1, 8 * short_part, 8, 2, "8 parts, 64 CTAs: 2 waves of one, 1 of two, 1 of three: 4 CTAs of 2"},
            Case{132, 32, 1, 8 * short_part, 8, 8, "8 parts, 256 CTAs: 8 waves of one, 4 of 2, 2 of 4, 1 of all 8"},
            Case{128, 32, 1, 16384, 16, 4, "16 parts of 1k keys, 256 CTAs on 256 slots: 16 waves of one, 4 of 4 "
-                                          "and 1 of all 16 (past Plan::merged_parts' 4096 keys)"},
+                                          "and 1 of all 16 (past Plan::fold_split_blocks' 4096 keys)"},
+           Case{132, 64, 1, 16 * short_part, 16, 16, "16 short parts, 512 CTAs: 2 waves of all 16, 4 of 8"},
            Case{132, 8, 1, 0, 1, 1, "no keys: one part"},
        }) {
     SCOPED_TRACE(c.why);
@@ -344,10 +345,58 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
   }
 }
 
+// A decode sequence of at most Plan::fold_split_blocks KV blocks, cut, is its warps' raw part states folded
+// (params.h folded); any longer one's parts are normalised states. The decode kernel folds in registers only
+// where one CTA runs all of a sequence's parts, so no CTA may run all parts of a longer sequence, in any
+// batch, whatever the longest sequence's length; a folded row's parts fit the combine's staging and its raw
+// states the workspace. Explicit num_splits folds nothing.
+TEST(PortablePlan, ACtaThatRunsAllOfASequencesPartsFoldsThem) {
+  for (int pack : {1, 4, 8}) {
+    KernelKey key = portable_key(128, 128);
+    key.decode = true, key.gqa_pack = pack, key.split = true;
+    const Plan plan = make_plan(key);
+    ASSERT_EQ(plan.fold_split_blocks, 64);
+    Problem problem = split_decode_problem();
+    problem.params.heads_q = 32, problem.params.heads_kv = 32 / pack, problem.q_heads_per_kv = pack;
+    problem.params.seqlen_q = 1;
+    for (int sms : {108, 132, 148})
+      for (int batch : {1, 8, 64, 256, 2048})
+        for (int longest : {64, 200, 1000, 2048, 4096, 4097, 8192, 32768, 131072}) {
+          SCOPED_TRACE("pack " + std::to_string(pack) + ", " + std::to_string(sms) + " SMs, batch " + std::to_string(batch) +
+                       ", longest " + std::to_string(longest));
+          problem.sm_count = sms, problem.params.batch = batch, problem.params.seqlen_k = longest;
+          fa4k::AttentionArgs args{};
+          fill_schedule(plan, problem, args);
+          const fa4k::SplitRule& r = args.split;
+          const SplitLayout layout = split_layout(plan, problem);
+          const long long row_states = static_cast<long long>(layout.lse_bytes / 4 / r.partial_rows / problem.params.heads_q);
+          for (int keys = 1; keys <= longest; keys += keys < 128 ? 1 : keys / 16) {
+            const int blocks = (keys + plan.tile_n - 1) / plan.tile_n, parts = fa4k::split_parts(r, true, blocks);
+            if (parts > 1 && parts <= r.parts_per_cta) ASSERT_TRUE(fa4k::folded(r, blocks, parts)) << keys << " keys";
+            ASSERT_EQ(fa4k::folded(r, blocks, parts), parts > 1 && blocks <= 64) << keys << " keys";
+            if (fa4k::folded(r, blocks, parts)) {
+              ASSERT_LE(parts, fa4k::kMaxFoldParts) << keys << " keys";
+              ASSERT_GE(row_states, 1LL * parts * r.decode_states) << keys << " keys: the workspace holds the raw states";
+              ASSERT_GT(layout.sum_bytes, 0u);
+            }
+          }
+        }
+  }
+  KernelKey key = portable_key(128, 128);
+  key.decode = true, key.gqa_pack = 4, key.split = true;
+  Problem problem = split_decode_problem();
+  problem.params.num_splits = 5;
+  fa4k::AttentionArgs args{};
+  fill_schedule(make_plan(key), problem, args);
+  EXPECT_EQ(args.split.fold_blocks, 0) << "explicit parts: a CTA each, nothing folded";
+  EXPECT_FALSE(fa4k::folded(args.split, 10, 5));
+  EXPECT_FALSE(fa4k::folded(args.split, 0, 5)) << "an empty sequence, cut into 5 parts";
+}
+
 // The premise of the GPU test ServingShapes.SplitResultsAreBatchInvariant: its sequences of 1500 and 1750
 // keys (8/2 heads, d128, one or two tokens) have six and seven parts, run a CTA a part when alone, and on any
 // GPU of up to 400 SMs some batch of at most 2048 runs them in fewer CTAs but more than one (the combine
-// merges them; of seven parts, the last CTA runs fewer than the others) and another in one CTA (which merges
+// folds them; of seven parts, the last CTA runs fewer than the others) and another in one CTA (which folds
 // them itself). At dv 256 the Plan keeps one part a CTA.
 TEST(PortablePlan, TheInvarianceTestsBatchRunsTheCtaMerge) {
   for (int arch : {80, 86, 90, 100}) {
@@ -383,7 +432,7 @@ TEST(PortablePlan, TheInvarianceTestsBatchRunsTheCtaMerge) {
   }
   KernelKey wide = portable_key(256, 256);
   wide.decode = true, wide.gqa_pack = 4, wide.split = true;
-  EXPECT_EQ(make_plan(wide).merged_parts, 1);
+  EXPECT_EQ(make_plan(wide).fold_split_blocks, 0);
 }
 
 // The combine shares a row's states among as many warps as fix the order of its sum: that choice must not

@@ -701,7 +701,7 @@ INSTANTIATE_TEST_SUITE_P(Sm100Emulated, ServingShapes, ::testing::ValuesIn(sm100
 // A sequence's output does not depend on the rest of the batch: decode sequence 0 alone, then next to
 // others of other lengths, with num_splits 0 and a workspace: the same bits. Alone, each of its parts takes a
 // CTA and the combine kernel merges them; in larger batches a CTA runs several consecutive parts of a
-// sequence (SplitRule::parts_per_cta), and merges them itself when it runs them all.
+// sequence (SplitRule::parts_per_cta), and folds them itself when it runs them all.
 TEST(ServingShapes, SplitResultsAreBatchInvariant) {
   FA4_REQUIRE_GPU();
   PrimaryContext context;
@@ -731,26 +731,27 @@ TEST(ServingShapes, SplitResultsAreBatchInvariant) {
   short_sinks.sinks = large_sinks.sinks = true;
   short_sinks.sink_mean = large_sinks.sink_mean = 1;
   short_sinks.name = "short_alone_sinks", large_sinks.name = "large_sinks";
-  // Six parts (1500 keys) and seven (1750) in batches, found on this GPU, whose CTAs run some of a sequence's
-  // parts each (the combine merges their partials; of seven, a prime, the last CTA runs fewer) and all of
-  // them (the CTA merges them): a CTA's parts stream through its rings. The others have at most sequence 0's
-  // keys, so sequence 0 sets the launch's parts; one token or two: one m block of 2 kv heads each.
+  // Six parts (1500 keys), seven (1750) and sixteen (4096, the most a folded sequence has) in batches, found
+  // on this GPU, whose CTAs run some of a sequence's parts each (the combine folds their raw states; of
+  // seven, a prime, the last CTA runs fewer) and all of them (the CTA folds them in registers): a CTA's
+  // parts stream through its rings. The others have at most sequence 0's keys, so sequence 0 sets the
+  // launch's parts; one token or two: one m block of 2 kv heads each.
   std::vector<std::pair<ServingCase, ServingCase>> pairs = {{alone, batch}, {short_alone, large}, {short_sinks, large_sinks}};
   auto ctas = [&](const ServingCase& c) {
     const LaunchShape shape = Serving(c, 7).launch_shape(attention);
     return 1LL * shape.grid[0] * shape.grid[1] * shape.grid[2];
   };
-  for (auto [keys, parts] : {std::pair{1500, 6}, {1750, 7}}) {
+  for (auto [keys, parts] : {std::pair{1500, 6}, {1750, 7}, {4096, 16}}) {
     ServingCase one = alone;
     one.name = "alone_" + std::to_string(parts) + "_parts";
     one.seqlens_k = {keys};
     ASSERT_EQ(ctas(one), 2 * parts) << one.name << ": a CTA for each part of 2 kv heads";
-    // Sequence 0 and n - 1 others of one token or two; with_keys: of up to 1500 keys (some none).
+    // Sequence 0 and n - 1 others of one token or two; with_keys: of up to sequence 0's keys (some none).
     auto batch_of = [&](int n, bool with_keys) {
       ServingCase many = one;
       for (int i = 1; i < n; ++i) {
         many.seqlens_q.push_back(1 + i % 2);
-        many.seqlens_k.push_back(!with_keys || i % 7 == 3 ? 0 : 1 + 37 * i % 1500);
+        many.seqlens_k.push_back(!with_keys || i % 7 == 3 ? 0 : 1 + 37 * i % keys);
       }
       return many;
     };

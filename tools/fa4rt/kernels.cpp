@@ -185,7 +185,7 @@ int resources(const std::vector<std::string>& args) {
   "  --paged               a paged KV cache (page_table)\n"                                           \
   "  --window, --softcap, --sinks   the variants' kernel flags\n"                                   \
   "  --decode              the decode kernel (seqlen_q * q heads per kv head <= 32)\n"                  \
-  "  --split               split-KV: the kernel writes partial states (decode: or merges them itself)\n"
+  "  --split               split-KV: the kernel writes partial states (decode: or folds them itself)\n"
 
 const char kPlanUsage[] =
     "usage: fa4rt plan [config options] [--seqlen-q N --seqlen-k N] [--window-left N] [--window-right N]\n"

@@ -109,6 +109,13 @@ Plan combine_plan(const KernelKey& key) {
   plan.source = "portable/combine.cuh";
   plan.threads = kCombineThreads;
   plan.roles = {{"Merge", 0, kCombineThreads / 32, 0, "1 to 4 warps per (row, head): max of the LSEs, weighted sum of the states"}};
+  // After a split decode kernel that folds (decode_plan: dv <= 128), a folded row's raw states are staged,
+  // every part's at once; the launch asks for it only where such rows may come (CombineArgs::stage_folded).
+  if (key.split && key.head_dim_v <= 128) {
+    plan.smem_bytes = fa4k::combine_staging_bytes(kCombineThreads / 32, key.head_dim_v);
+    plan.smem = {{"Staging", 0, plan.smem_bytes, fa4k::kMaxFoldParts * key.head_dim_v * 4,
+                  "dynamic: warp w's decode warp's raw O of every part of a folded row, fp32"}};
+  }
   return plan;
 }
 
@@ -155,10 +162,15 @@ Plan decode_plan(const KernelKey& key) {
   // parts, longer ones (1 x 32k 8/1: 0.89 in 64 parts of 512 keys, 0.75 in 128 of 256).
   plan.short_split_blocks = key.split ? kDecodeShortBlocks : 0;
   plan.short_split_parts = key.split ? kDecodeShortParts : 0;
-  // A CTA may run consecutive parts of up to 8 default parts' keys (4096) through its rings, which no part
-  // restarts: on the H200 CTAs of 5 parts of 7.7k keys ran 0.93x a CTA a part (8x128k, 32/8 heads). At dv
-  // 256 the loop over parts costs registers: one part.
-  plan.merged_parts = key.split && dv <= 192 ? 8 : 1;
+  // A CTA may run consecutive parts of up to 4096 keys through its rings, which no part restarts: on the
+  // H200 CTAs of 5 parts of 7.7k keys ran 0.93x a CTA a part (8x128k, 32/8 heads). A cut sequence of at most
+  // 4096 keys is folded: where a large batch lets one CTA run all of its parts, no part's end waits for
+  // another warp. The fold keeps a second O in registers (d128 168 -> 246, no spills); past dv 128 it would
+  // spill: one part a CTA, no fold (combine.cuh kRawStates).
+  constexpr int kFoldBlocks = 8 * kDecodeSplitBlocks;
+  static_assert(kDecodeShortParts <= fa4k::kMaxFoldParts && kFoldBlocks / kDecodeSplitBlocks <= fa4k::kMaxFoldParts,
+                "a folded sequence's parts (split_parts of at most kFoldBlocks blocks) fit the combine's staging");
+  plan.fold_split_blocks = key.split && dv <= 128 ? kFoldBlocks : 0;
   plan.ctas_per_sm = ctas;
   plan.rescale_threshold_log2 = 8;
   const int k_bytes = warps * stages * k_chunk, v_bytes = warps * stages * v_chunk;
