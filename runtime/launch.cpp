@@ -75,6 +75,16 @@ long long ctas_at_one_part(const Plan& plan, const Problem& problem) {
 
 long long sm_slots(const Problem& problem) { return std::max(1LL, static_cast<long long>(problem.sm_count)); }
 
+// Whether a call may have a folded decode sequence (SplitRule::fold_blocks): not where every sequence has
+// the longest one's keys, past fold_blocks. Only a left window shortens a decode sequence's span (a right
+// one, causal's 0 included, stops at the last token's keys, which are the sequence's last).
+bool may_fold(const Problem& problem, const fa4k::SplitRule& rule, int max_splits) {
+  const AttentionParams& p = problem.params;
+  if (rule.fold_blocks <= 0 || max_splits <= 1) return false;
+  const bool same_spans = !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqused_k && p.window_left < 0;
+  return !same_spans || longest_key_blocks(problem, rule.tile_n) <= rule.fold_blocks;
+}
+
 // After split-KV a row can have up to kMaxSplits parts: where the cap on a row's parts reaches 16, 4 warps
 // share each row's states in the combine (enough loads in flight when one sequence alone is cut into
 // hundreds of parts), else one warp takes a row (SplitRule::merge_shares). The cap comes from what bounds a
@@ -174,10 +184,11 @@ SplitLayout split_layout(const Plan& plan, const Problem& problem, bool any_smal
   // Parts x workspace rows. With split_by_batch a smaller problem may need more: b sequences uncut take b
   // x seq_rows rows; cut, at most SMs / (head groups) sequence parts (one m block each: the fewest CTAs per
   // part, so the most parts), and at most b x the longest one's blocks.
-  // A folded sequence's parts hold a raw state per decode warp (params.h AttentionArgs).
+  // A folded sequence's parts hold a raw state per decode warp (params.h AttentionArgs); a workspace for
+  // any smaller call, for the longest sequence that folds.
   const long long fold_blocks = std::min<long long>(rule.fold_blocks, longest_key_blocks(problem, rule.tile_n));
-  const long long folded =
-      l.max_splits > 1 && fold_blocks > 0 ? fa4k::split_parts(rule, true, static_cast<int>(fold_blocks)) * rule.decode_states : 0;
+  const bool folds = any_smaller_batch ? rule.fold_blocks > 0 && l.max_splits > 1 : may_fold(problem, rule, l.max_splits);
+  const long long folded = folds ? fa4k::split_parts(rule, true, static_cast<int>(fold_blocks)) * rule.decode_states : 0;
   long long states = std::max<long long>(l.max_splits, folded) * rule.partial_rows;
   const AttentionParams& p = problem.params;
   if (any_smaller_batch && p.num_splits == 0 && p.split_by_batch) {
@@ -356,11 +367,8 @@ fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, v
   a.scale_log2 = kernel_scale_log2(p);
   a.rule = rule;
   // Folded rows need the combine's staging (shared memory, which keeps it from starting beside the decode
-  // kernel's CTAs): unless no decode sequence can be folded, i.e. all have the longest length, no window, and
-  // that is past Plan::fold_split_blocks.
-  const bool same_lengths = !p.cu_seqlens_q && !p.cu_seqlens_k && !p.seqused_k && p.window_left < 0 && p.window_right < 0;
-  a.stage_folded = rule.fold_blocks > 0 && layout.max_splits > 1 &&
-                   (!same_lengths || longest_key_blocks(problem, rule.tile_n) <= rule.fold_blocks);
+  // kernel's CTAs): only where the call may have them.
+  a.stage_folded = may_fold(problem, rule, layout.max_splits);
   // A warp per share of a normalised row (the shares fix the order of its sum: split_rule), and per decode
   // warp's states of a folded one.
   a.warps_per_item = std::max(rule.merge_shares, rule.decode_states);

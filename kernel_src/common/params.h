@@ -39,7 +39,7 @@ struct SplitRule {
   // combine kernel's arithmetic (portable/merge.cuh, below), so the bits do not depend on the choice; the
   // combine merges only sequences with more parts than this.
   int parts_per_cta;
-  int merge_shares;  // the interleaved shares a row's normalised states are summed in (CombineArgs::warps_per_item)
+  int merge_shares;  // the interleaved shares a row's normalised states are summed in (a warp each in the combine)
   // A cut decode sequence of at most fold_blocks KV blocks (0: none) is the fold of its warps' raw part states
   // (portable/merge.cuh): each part writes decode_states of them (one per decode warp), and the CTA that
   // runs all of its sequence's parts folds them in registers instead. A CTA never runs more than fold_blocks

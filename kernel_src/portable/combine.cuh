@@ -4,10 +4,10 @@
 // split-KV kernel (fp32 states in the workspace) and by the public merge (16-bit states: cascade or
 // context-parallel attention). States with LSE = -inf (no keys) weigh 0; when every state is empty the row's
 // O is 0 and its LSE -inf. The order of the sum is fixed (s = 0, 1, ...): the result is bit-identical from
-// run to run. The arithmetic is merge.cuh's, which the decode kernel also runs on a sequence whose parts one
-// CTA ran all of (SplitRule::parts_per_cta); the combine skips those rows. A folded decode sequence
-// (SplitRule::fold_blocks) holds raw states instead, one per decode warp and part: warp `share` of the item
-// folds decode warp share's states in part order, and the item's first warp merges the folds.
+// run to run. A folded decode sequence (SplitRule::fold_blocks) holds raw states instead, one per decode warp
+// and part: warp `share` of the item folds decode warp share's states in part order, and the item's first
+// warp merges the folds, with merge.cuh's functions, as a decode CTA that ran all of the sequence's parts
+// does (SplitRule::parts_per_cta; the combine skips those rows).
 //
 // Work: a (row, head) item is shared by warps_per_item warps (CombineArgs), each summing every
 // warps_per_item-th state, so a row cut into many parts (decode at batch 1: up to 256) has 4 warps of loads in
@@ -98,7 +98,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 8) fa4_combine(co
         const bool decode_row = seqlen_q <= args.decode_seqlen_q;
         n_states = fa4k::split_parts(args.rule, decode_row, span.count);
         raw = kRawStates && decode_row && fa4k::folded(args.rule, span.count, n_states);
-        if (raw && !args.stage_folded) __trap();  // the host's split_combine_args promised none
+        if (raw && (!args.stage_folded || n_states > fa4k::kMaxFoldParts)) __trap();  // (split_combine_args, decode_plan)
       }
       merged = !args.split || n_states > args.rule.parts_per_cta;  // fewer: the split kernel's CTA folded them
       if (merged) {

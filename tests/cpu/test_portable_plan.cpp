@@ -349,7 +349,8 @@ TEST(PortablePlan, SplitPartsDependOnTheSequenceAndTheDeviceOnly) {
 // (params.h folded); any longer one's parts are normalised states. The decode kernel folds in registers only
 // where one CTA runs all of a sequence's parts, so no CTA may run all parts of a longer sequence, in any
 // batch, whatever the longest sequence's length; a folded row's parts fit the combine's staging and its raw
-// states the workspace. Explicit num_splits folds nothing.
+// states the workspace of a ragged call (seqused_k). A dense call whose sequences are all too long to fold
+// reserves no raw states and stages nothing, causal or not. Explicit num_splits folds nothing.
 TEST(PortablePlan, ACtaThatRunsAllOfASequencesPartsFoldsThem) {
   for (int pack : {1, 4, 8}) {
     KernelKey key = portable_key(128, 128);
@@ -368,7 +369,20 @@ TEST(PortablePlan, ACtaThatRunsAllOfASequencesPartsFoldsThem) {
           fa4k::AttentionArgs args{};
           fill_schedule(plan, problem, args);
           const fa4k::SplitRule& r = args.split;
+          const long long blocks_longest = (longest + plan.tile_n - 1) / plan.tile_n;
+          for (bool causal : {false, true}) {  // dense: every sequence has the longest one's span
+            problem.params.causal = causal, problem.params.window_right = causal ? 0 : -1;
+            const SplitLayout dense = split_layout(plan, problem);
+            const bool folds = args.max_splits > 1 && blocks_longest <= 64;
+            EXPECT_EQ(dense.sum_bytes > 0, folds) << "causal " << causal;
+            EXPECT_EQ(split_combine_args(plan, problem, nullptr).stage_folded != 0, folds) << "causal " << causal;
+          }
+          problem.params.causal = false, problem.params.window_right = -1;
+          const int used = 0;
+          problem.params.seqused_k = &used;  // ragged lengths: any sequence may be shorter (never read here)
           const SplitLayout layout = split_layout(plan, problem);
+          EXPECT_NE(split_combine_args(plan, problem, nullptr).stage_folded != 0, args.max_splits <= 1);
+          problem.params.seqused_k = nullptr;
           const long long row_states = static_cast<long long>(layout.lse_bytes / 4 / r.partial_rows / problem.params.heads_q);
           for (int keys = 1; keys <= longest; keys += keys < 128 ? 1 : keys / 16) {
             const int blocks = (keys + plan.tile_n - 1) / plan.tile_n, parts = fa4k::split_parts(r, true, blocks);
