@@ -149,13 +149,11 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
     const long long part_blocks = std::max(1LL, (blocks + parts - 1) / parts);
     const long long most = std::min(parts, std::max(1LL, r.fold_blocks / part_blocks));
     const long long wave = std::max(1, plan.ctas_per_sm) * sm_slots(problem);
+    auto cost = [&](long long k) { return (ctas * ((parts + k - 1) / k) + wave - 1) / wave * k; };  // waves x k
     long long best = 1, best_cost = std::numeric_limits<long long>::max();
-    for (long long k = 1; k <= most; ++k) {
-      const long long waves = (ctas * ((parts + k - 1) / k) + wave - 1) / wave;
-      if (waves * k <= best_cost) best = k, best_cost = waves * k;
-    }
-    const long long all_waves = (ctas + wave - 1) / wave;
-    if (most == parts && all_waves * parts * 8 <= best_cost * 9) best = parts;
+    for (long long k = 1; k <= most; ++k)
+      if (cost(k) <= best_cost) best = k, best_cost = cost(k);
+    if (most == parts && cost(parts) * 8 <= best_cost * 9) best = parts;
     r.parts_per_cta = static_cast<int>(best);
   }
   return r;

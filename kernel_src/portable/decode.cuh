@@ -123,7 +123,6 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
     if (part_begin >= parts) return;
     part_end = fa4cfg::kFoldBlocks > 0 ? min(parts, part_begin + per_cta) : part_begin + 1;
   }
-  const bool partial = parts > 1;  // a part of a cut sequence
   const int group = tile.group;
 
   // Keys some row of the tile sees: from the first row's first key to the last row's last (tile.cuh).
@@ -217,8 +216,18 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
   // where this CTA runs all of its parts, and the warps merged once at the end; else written for the combine.
   const bool raw = fa4cfg::kFoldBlocks > 0 && fa4k::folded(args.split, span.count, parts);
   const bool fold = raw && part_begin == 0 && part_end == parts;
-  const bool to_workspace = partial && !fold;  // this CTA's parts go to the combine
+  const bool to_workspace = parts > 1 && !fold;  // this CTA's parts go to the combine
   float fold_o[1][kOTiles][4], fold_max[2], fold_sum[2];
+  // Workspace state `state` of token `token`, q head `head` (params.h AttentionArgs): its O row, and the index
+  // of its LSE (or raw max) and raw sum.
+  auto state_o = [&](long long state, int token, int head) {
+    const long long at = fa4k::partial_row(args.split, tile.batch, token, tile.row_base + token);
+    return args.o_partial + ((state * args.split.partial_rows + at) * args.heads_q + head) * fa4cfg::kHeadDimV;
+  };
+  auto state_stat = [&](long long state, int token, int head) {
+    const long long at = fa4k::partial_row(args.split, tile.batch, token, tile.row_base + token);
+    return (state * args.heads_q + head) * args.split.partial_rows + at;
+  };
 
   auto run_part = [&](int part) {
     const Chunks chunks = chunks_of(run_walk);
@@ -261,19 +270,17 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
     }
     if constexpr (fa4cfg::kFoldBlocks > 0) {
       if (raw && !fold) {  // the warp's raw state to the workspace (valid rows); no other warp waits for it
-        const long long rows_per_part = args.split.partial_rows;
         const long long state = static_cast<long long>(part) * kWarps + warp;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = row0 + (lane >> 2) + 8 * h;
           if (row >= rows) continue;
           const int token = row_token(row), head = row_head(group, row);
-          const long long at = fa4k::partial_row(args.split, tile.batch, token, tile.row_base + token);
-          float* out = args.o_partial + ((state * rows_per_part + at) * args.heads_q + head) * fa4cfg::kHeadDimV + 2 * (lane & 3);
+          float* out = state_o(state, token, head) + 2 * (lane & 3);
 #pragma unroll
           for (int ot = 0; ot < kOTiles; ++ot) *reinterpret_cast<float2*>(out + ot * 8) = make_float2(o[0][ot][2 * h], o[0][ot][2 * h + 1]);
           if ((lane & 3) == 0) {
-            const long long stat = (state * args.heads_q + head) * rows_per_part + at;
+            const long long stat = state_stat(state, token, head);
             args.lse_partial[stat] = row_max[0][h];
             args.sum_partial[stat] = sums[h];
           }
@@ -362,7 +369,6 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
           args.scale_log2, weight, inv);
       const int token = row_token(row), head = row_head(group, row);
       if (fa4cfg::kSinks && !to_workspace) lse = add_sink(lse, args.sinks[head], inv);  // cut: in the merge
-      const long long global_row = tile.row_base + token;
       for (int vec = tid & (row_threads - 1); vec < kVecs; vec += row_threads) {
         float acc[8];
 #pragma unroll
@@ -378,13 +384,10 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1) fa4_portable_d
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[j] *= inv;
         if (to_workspace) {
-          const long long rows_per_part = args.split.partial_rows;
-          const long long at = fa4k::partial_row(args.split, tile.batch, token, global_row);
-          const long long state = part * rows_per_part + at;
-          float4* out = reinterpret_cast<float4*>(args.o_partial + (state * args.heads_q + head) * fa4cfg::kHeadDimV + vec * 8);
+          float4* out = reinterpret_cast<float4*>(state_o(part, token, head) + vec * 8);
           out[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
           out[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-          if (vec == 0) args.lse_partial[(static_cast<long long>(part) * args.heads_q + head) * rows_per_part + at] = lse;
+          if (vec == 0) args.lse_partial[state_stat(part, token, head)] = lse;
           continue;
         }
         const u32 packed[4] = {pack_half2<fa4cfg::kBf16>(acc[0], acc[1]), pack_half2<fa4cfg::kBf16>(acc[2], acc[3]),
