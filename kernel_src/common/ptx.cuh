@@ -203,4 +203,11 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
 }
 
+// From the launch's kLaunch registers a thread to N: an increase, a decrease, or nothing.
+template <int N, int kLaunch>
+__device__ __forceinline__ void setmaxnreg_to() {
+  if constexpr (N > kLaunch) setmaxnreg_inc<N>();
+  else if constexpr (N < kLaunch) setmaxnreg_dec<N>();
+}
+
 }  // namespace fa4

@@ -2,15 +2,20 @@
 // tcgen05 wrappers emulate the PTX semantics. Every number comes from the generated fa4cfg:: preamble (the
 // Plan); docs/fa4-algorithm.md explains the algorithm, runtime/backends/sm100/backend.cpp the numbers.
 //
-// One CTA = 2 Q tiles of 128 rows (packed rows: token * gqa_pack + head in pack) against all needed K/V
-// blocks of 128 rows. 16 warps:
+// Two CTA shapes (the Plan's kQTiles). Up to dv 128 one CTA = 2 Q tiles of 128 rows (packed rows: token *
+// gqa_pack + head in pack) against all needed K/V blocks of 128 rows. 16 warps:
 //   0-3 Softmax0, 4-7 Softmax1: thread t owns row t of its tile (TMEM lane t)
 //   8-11 Correction: row t of both tiles' O accumulators
 //   12 Mma (owns TMEM), 13 Epilogue (TMA store), 14 Load (TMA loads), 15 spare
 // Per KV block j and tile s:  S_s = Q_s K_j^T -> softmax_s -> P_s (over S_s; at dv <= 64 in columns of its
-// own) ; O_s = O_s * acc + P_s V_j. Variants (window, softcap, sinks) where the key has them. Ragged batches
-// and seqused_k (kVarlen): every role walks the same tiles and skips those past their sequence's rows. Paged
-// caches (kPaged): the Load warp loads each K/V block piece by piece inside its pages (common/paged.cuh).
+// own) ; O_s = O_s * acc + P_s V_j.
+// At dv 256 one CTA = 1 Q tile against K/V blocks of 64 rows, 12 warps: 0-3 Softmax0, 4-7 Correction, 8 Mma,
+// 9 Epilogue, 10 Load, 11 spare. S is double-buffered: block j's S and P lie in buffer b = j % 2 (P in
+// columns of its own), so the Mma warp issues QK(j + 1) before PV(j) and the tensor pipe computes the next S
+// while softmax works on this one (sb below names an S buffer; O is the one tile's).
+// Variants (window, softcap, sinks) where the key has them. Ragged batches and seqused_k (kVarlen): every
+// role walks the same tiles and skips those past their sequence's rows. Paged caches (kPaged): the Load warp
+// loads each K/V block piece by piece inside its pages (common/paged.cuh).
 #include "common/block_range.h"
 #include "common/math.cuh"
 #include "common/paged.cuh"
@@ -32,12 +37,19 @@ constexpr int kPack = kGqaPack;            // q heads per kv head packed into a 
 constexpr Swizzle kSwizzle = swizzle_from_bytes(kTmaQSwizzle);
 constexpr int kBoxCols = kTmaQBoxCols;     // elements per TMA box row
 constexpr bool kOAliasesQ = kSmemOOffset == kSmemQOffset;
-constexpr bool kPvDone = kBarPvDoneCount > 0;  // P_s lies over S_s: the next QK into S_s waits for PV_s (Plan)
+// P_s lies over S_s (Plan): the next QK into S_s waits for PV_s's commit on PvDone.
+constexpr bool kPvDone = kTmemP0Col >= kTmemS0Col && kTmemP0Col < kTmemS0Col + kTmemS0Cols;
 constexpr float kLn2 = 0.6931471805599453f;
+constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;  // a thread's registers at launch (__launch_bounds__ below)
 #define FA4_NEG_INF __int_as_float(0xff800000u)
-static_assert(kQTiles == 2 && kM == 128 && kN == 128, "the warp-role layout assumes 2 Q tiles of 128 x 128");
+static_assert(kM == 128 && ((kQTiles == 2 && kN == 128) || (kQTiles == 1 && kN == 64)),
+              "the warp roles serve 2 Q tiles of 128 x 128 or 1 of 128 x 64");
+// One tile: P has columns of its own, and PvDone tells correction that O holds the previous PV.
+static_assert(kQTiles == 2 ? kPvDone == (kBarPvDoneCount > 0) : !kPvDone && kBarPvDoneCount == 2, "Plan: PvDone's use");
 static_assert(kD % kBoxCols == 0 && kDv % kBoxCols == 0, "head dims are whole TMA boxes");
-static_assert(kTmemO1Col + kDv <= fa4cfg::kTmemColumns, "TMEM map exceeds the allocation");
+static_assert(kTmemO0Col + kQTiles * kDv <= fa4cfg::kTmemColumns, "TMEM map exceeds the allocation");
+// O of tile s (the Plan's O1 follows O0; Sm100Plan.Invariants checks). One tile: its only O, whatever S buffer.
+__device__ __forceinline__ u32 o_col(int s) { return kTmemO0Col + (kQTiles == 2 ? s * kDv : 0); }
 static_assert(kEmulated || kWaitTimeoutMs <= 4000, "the hardware watchdog's 32-bit clock wraps after 4.29 s");
 static_assert(kTcgen05Emulated == kEmulated, "the compile target selected the other tcgen05 implementation than the Plan");
 
@@ -138,6 +150,10 @@ __device__ __forceinline__ F32x2 exp2_fma2(F32x2 x) {
 }
 
 // ---- shared memory ---------------------------------------------------------------------------------
+// Two of each but the ring's: per Q tile, or per S buffer (a tile's, or in a one-tile CTA a block parity's:
+// s_full, pv_ready, pv_done, stats_full). A one-tile CTA leaves the second of the others unused (kept: the
+// same layout for both shapes; ptxas allocates the two-tile roles' registers differently, and spills, with
+// another).
 struct Barriers {
   u64 q_full[2], q_empty[2];
   u64 kv_full[kKvStages], kv_empty[kKvStages];  // adjacent: MmaRing reaches a slot's KvEmpty from its KvFull
@@ -158,7 +174,8 @@ struct Smem {
   // kVarlen, kPaged: the barrier a tile's top V block lands on, which the Load warp cleans past the sequence's keys
   // before the Mma warp may read it (load_role).
   __device__ u64* v_tail() const { return reinterpret_cast<u64*>(base + kSmemBarsOffset + sizeof(Barriers)); }
-  // Mailbox, per tile and row: [0] acc_scale of each block, [1] the tile's O normalisation factor.
+  // Mailbox, per row: which 0, acc_scale of the block in S buffer s; which 1, tile s's O normalisation factor
+  // (a one-tile CTA uses the first three of the four).
   __device__ float* stats(int s, int which) const {
     return reinterpret_cast<float*>(base + kSmemStatsOffset) + (s * 2 + which) * kM;
   }
@@ -199,12 +216,12 @@ struct MmaRing {
   __device__ u64* kv_full(const Smem& sm) const { return reinterpret_cast<u64*>(sm.base + (full - smem_u32(sm.base))); }
   __device__ u64* kv_empty(const Smem& sm) const { return kv_full(sm) + kKvStages; }
   // `full` under a name ptxas cannot tell is the same (min with the last slot's address): tile 1's MMAs
-  // build their own descriptors from it instead of sharing tile 0's from vector registers (see mma_role).
+  // build their own descriptors from it instead of sharing tile 0's from vector registers (see mma_two_tiles).
   __device__ u32 full_renamed() const { return min(full, end - static_cast<u32>(sizeof(u64))); }
 };
 
 // ---- work decomposition ----------------------------------------------------------------------------
-// A CTA's work item: two Q tiles of packed rows (common/block_range.h), and its sequence's lengths and rows
+// A CTA's work item: kQTiles Q tiles of packed rows (common/block_range.h), and its sequence's lengths and rows
 // (the dense shape, or from the device arrays when kVarlen).
 struct Work {
   int m_block, group, batch;
@@ -222,9 +239,9 @@ __device__ __forceinline__ bool decompose(const fa4k::AttentionArgs& a, int tile
   w.seq = {a.seqlen_q, a.seqlen_k, 0, 0, w.batch, w.batch};
   if constexpr (kVarlen) {
     w.seq = fa4k::sequence_span(a, w.batch);
-    if (w.m_block * 2 * kM >= w.seq.seqlen_q * kPack || w.seq.seqlen_q <= a.decode_seqlen_q) return false;
+    if (w.m_block * kQTiles * kM >= w.seq.seqlen_q * kPack || w.seq.seqlen_q <= a.decode_seqlen_q) return false;
   }
-  w.blocks = fa4k::tile_blocks(w.m_block, 2 * kM, kPack, w.seq.seqlen_q, w.seq.seqlen_k, kN, kCausal, kWindow, a.window_left,
+  w.blocks = fa4k::tile_blocks(w.m_block, kQTiles * kM, kPack, w.seq.seqlen_q, w.seq.seqlen_k, kN, kCausal, kWindow, a.window_left,
                                a.window_right);
   return true;
 }
@@ -255,11 +272,11 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
   for (TileWalk walk; walk.next(a); tile_phase ^= 1) {
     const Work& w = walk.w;
     const int kv_head = kv_head_of(a, w);
-    for (int s = 0; s < 2; ++s) {
+    for (int s = 0; s < kQTiles; ++s) {
       wait(&b.q_empty[s], tile_phase ^ 1, "q_empty");
       if (elect_one_sync()) {
         mbarrier_arrive_expect_tx(&b.q_full[s], kM * kD * 2);
-        const int token0 = w.seq.q_row0 + (w.m_block * 2 + s) * kM / kPack;
+        const int token0 = w.seq.q_row0 + (w.m_block * kQTiles + s) * kM / kPack;
         for (int box = 0; box < kD / kBoxCols; ++box)
           tma_load_5d(sm.q(s) + box * kM * kBoxCols * 2, tq, &b.q_full[s], box * kBoxCols, 0, w.group, token0, w.seq.q_batch);
       }
@@ -307,7 +324,7 @@ __device__ void load_role(const fa4k::AttentionArgs& a, const Smem& sm, const Tm
     wait(&b.kv_empty[ring.index], ring.phase ^ 1, "kv_empty(exit)");
     ring.advance();
   }
-  for (int s = 0; s < 2; ++s) wait(&b.q_empty[s], tile_phase ^ 1, "q_empty(exit)");
+  for (int s = 0; s < kQTiles; ++s) wait(&b.q_empty[s], tile_phase ^ 1, "q_empty(exit)");
 }
 
 // ---- Mma warp ----------------------------------------------------------------------------------------
@@ -325,7 +342,7 @@ constexpr u32 kIdescPv = make_idesc_f16(kM, kDv, kBf16 ? Format::bf16 : Format::
 struct MmaOperands {
   u64 k_bar;     // k_bar + kUnitsPerBar * full: the slot read as K (K-major), k-step 0
   u64 v_bar;     // the same read as V (MN-major)
-  u32 q_bar[2];  // kUnitsPerBar * full - q_bar[s]: the slot's distance above Q tile s, in start-field units
+  u32 q_bar[kQTiles];  // kUnitsPerBar * full - q_bar[s]: the slot's distance above Q tile s, in start-field units
   u32 t0;        // TMEM base
   static constexpr u32 kUnitsPerBar = kSmemKVStride / 16 / sizeof(u64);
   __device__ explicit MmaOperands(const Smem& sm, u32 tmem) : t0(tmem) {
@@ -337,7 +354,7 @@ struct MmaOperands {
     k_bar = make_smem_desc(smem_u32(sm.slot(0)), qk.lbo, qk.sbo, kSwizzle) - bar0;
     v_bar = make_smem_desc(smem_u32(sm.slot(0)), pv.lbo, pv.sbo, kSwizzle) - bar0;
     // 32-bit arithmetic: the distance itself is small and positive, so its value mod 2^32 is exact.
-    for (int s = 0; s < 2; ++s) q_bar[s] = static_cast<u32>(bar0) - (kSmemKVOffset - kSmemQOffset - s * kSmemQStride) / 16;
+    for (int s = 0; s < kQTiles; ++s) q_bar[s] = static_cast<u32>(bar0) - (kSmemKVOffset - kSmemQOffset - s * kSmemQStride) / 16;
   }
 
   // S_s = Q_s K^T over the head dim, K = 16 per instruction, K in the slot named by `full`. Q_s's descriptor
@@ -348,22 +365,24 @@ struct MmaOperands {
   // descriptor) instead of advancing K in vector registers and moving each step to uniform ones (285 -> 270
   // instructions per 32 MMAs at d128). Q lies below the ring, so the distance is positive: zero-extended
   // both ways (the forward move sign-extended it before, and ptxas rebuilt K from Q in two vector
-  // instructions per tile; with tile 1's K renamed in mma_role, d64 152 -> 150 per K/V block, d128
-  // 199 -> 197, (192,128) 234 -> 231).
-  __device__ __forceinline__ void qk(int s, u32 full) const {
+  // instructions per tile; with tile 1's K renamed in mma_two_tiles, d64 152 -> 150 per K/V block, d128
+  // 199 -> 197, (192,128) 234 -> 231). One tile: K blocks have half Q's rows, so a k-step past a box is a
+  // different offset in each, and K's descriptor steps on its own. S goes to S buffer `sb`.
+  __device__ __forceinline__ void qk(int s, u32 full, int sb) const {
     static_assert(kmajor_step(kSwizzle, kM, 0).sbo == kmajor_step(kSwizzle, kN, 0).sbo, "Q and K share the K-major layout");
-    static_assert(kM == kN, "a k-step is the same offset in the Q and K tiles");
-    static_assert(kSmemQOffset + 2 * kSmemQStride <= kSmemKVOffset, "Plan: both Q tiles below the K/V ring");
+    static_assert(kSmemQOffset + kQTiles * kSmemQStride <= kSmemKVOffset, "Plan: the Q tiles below the K/V ring");
     const u64 k = k_bar + static_cast<u64>(full) * kUnitsPerBar;
     const u32 k_above_q = full * kUnitsPerBar - q_bar[s];
     const u64 q = k - k_above_q;
     const u32 t = opaque(t0);
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
-      const u64 qk_step = desc_advance(q, kmajor_step(kSwizzle, kM, kk * 16).start);
-      mma_f16_ss_issue(t + (s ? kTmemS1Col : kTmemS0Col), qk_step, qk_step + k_above_q, kIdescQk, kk > 0);
+      const u64 q_step = desc_advance(q, kmajor_step(kSwizzle, kM, kk * 16).start);
+      const u64 k_step = kM == kN ? q_step + k_above_q : desc_advance(k, kmajor_step(kSwizzle, kN, kk * 16).start);
+      mma_f16_ss_issue(t + (sb ? kTmemS1Col : kTmemS0Col), q_step, k_step, kIdescQk, kk > 0);
     }
   }
+  __device__ __forceinline__ void qk(int s, u32 full) const { qk(s, full, s); }
 
   // O_s (+)= P_s V: A = P from TMEM (8 columns per K = 16 step), B = V (MN-major: dv contiguous). V's
   // slot descriptor is built per PV, and ptxas advances each k-step in uniform registers (one uniform
@@ -374,12 +393,12 @@ struct MmaOperands {
     const u32 t = opaque(t0);
 #pragma unroll
     for (int kk = 0; kk < kN / 16; ++kk)
-      mma_f16_ts_issue(t + (s ? kTmemO1Col : kTmemO0Col), t + (s ? kTmemP1Col : kTmemP0Col) + kk * 8,
+      mma_f16_ts_issue(t + o_col(s), t + (s ? kTmemP1Col : kTmemP0Col) + kk * 8,
                        desc_advance(v, mnmajor_step(kSwizzle, kN, kk * 16).start), kIdescPv, accumulate || kk > 0);
   }
 };
 
-__device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem) {
+__device__ __forceinline__ void mma_two_tiles(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem) {
   Barriers& b = sm.bars();
   const MmaOperands op(sm, tmem);
   MmaRing ring(b);
@@ -404,11 +423,11 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
   TileWalk walk;
   for (; walk.next(a); tile_phase ^= 1) {
     const Work& w = walk.w;
-    for (int s = 0; s < 2; ++s) wait(&b.q_full[s], tile_phase, "q_full");
+    for (int s = 0; s < kQTiles; ++s) wait(&b.q_full[s], tile_phase, "q_full");
     // Prologue: S for block 0 of both tiles.
     wait(ring.kv_full(sm), ring.phase, "kv_full(K)");
     tcgen05_fence_after_thread_sync();
-    for (int s = 0; s < 2; ++s) {
+    for (int s = 0; s < kQTiles; ++s) {
       if (walk.taken > 1) await_pv(s, pv_parity ^ 1);  // the previous tile's last PV_s read P_s
       op.qk(s, ring.full);
       mma_commit_issue(&b.s_full[s]);
@@ -430,9 +449,9 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
       }
       tcgen05_fence_after_thread_sync();
       if (last && !kOAliasesQ)
-        for (int s = 0; s < 2; ++s) mma_commit_issue(&b.q_empty[s]);  // every QK of the tile is issued
+        for (int s = 0; s < kQTiles; ++s) mma_commit_issue(&b.q_empty[s]);  // every QK of the tile is issued
 #pragma unroll
-      for (int s = 0; s < 2; ++s) {
+      for (int s = 0; s < kQTiles; ++s) {
         // The deliberate race: S_j overwrites P_(j-1) before the PV that reads it (issued before P is even
         // written: the softmax reads S_(j-1), or stores P, under a pending MMA).
         if (kFault == Fault::tmem_reuse_race && !last) op.qk(s, k_pos.full);
@@ -473,7 +492,58 @@ __device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem)
   // Leave no PvDone arrival in flight when the CTA exits (there are none where P has columns of its own; the
   // Load warp drains the KvEmpty and QEmpty arrivals, the other roles wait for theirs).
   if (walk.taken > 0)
-    for (int s = 0; s < 2; ++s) await_pv(s, pv_parity ^ 1);
+    for (int s = 0; s < kQTiles; ++s) await_pv(s, pv_parity ^ 1);
+}
+
+// One Q tile, S double-buffered: block j's S in buffer j % 2. Per tile: QK(0), then for each block j
+// QK(j + 1) into the other buffer (as soon as its K has landed) ahead of PV(j), which waits for P(j) and O's
+// rescale (PvReady). P has columns of its own, so QK(j + 2) may rewrite S(j)'s buffer right behind PV(j):
+// the commit softmax waits on for S(j + 2) also covers PV(j), before softmax writes P(j + 2). Each PV commits
+// to PvDone, where correction waits before it rescales O: here S(j) does not tell that PV(j - 1) is done.
+__device__ __forceinline__ void mma_one_tile(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem) {
+  Barriers& b = sm.bars();
+  const MmaOperands op(sm, tmem);
+  MmaRing ring(b);  // K of the next block to issue a QK for
+  u32 tile_phase = 0, ready_bits = 0, done_bits = 0;  // bit sb: the parity of PvReady[sb]'s, PvDone[sb]'s next phase
+  u32 used = 0;  // bit sb: a PV has read P from S buffer sb
+  auto issue_qk = [&](int sb, bool last) {
+    wait(ring.kv_full(sm), ring.phase, "kv_full(K)");
+    tcgen05_fence_after_thread_sync();
+    op.qk(0, ring.full, sb);
+    mma_commit_issue(&b.s_full[sb]);
+    mma_commit_issue(ring.kv_empty(sm));
+    if (last && !kOAliasesQ) mma_commit_issue(&b.q_empty[0]);  // every QK of the tile is issued
+    ring.advance();  // to V of the same block
+  };
+  for (TileWalk walk; walk.next(a); tile_phase ^= 1) {
+    const Work& w = walk.w;
+    const int n = w.blocks.n_blocks;
+    wait(&b.q_full[0], tile_phase, "q_full");
+    issue_qk(0, n == 1);
+    for (int j = 0; j < w.blocks.n_blocks; ++j) {
+      const int sb = j & 1;
+      MmaRing v_pos = ring;  // V of block j
+      ring.advance();        // K of block j + 1
+      if (j + 1 < n) issue_qk(sb ^ 1, j + 2 == n);
+      wait(v_pos.kv_full(sm), v_pos.phase, "kv_full(V)");
+      wait(&b.pv_ready[sb], (ready_bits >> sb) & 1, "pv_ready");
+      ready_bits ^= 1u << sb;
+      tcgen05_fence_after_thread_sync();
+      op.pv(sb, v_pos.full, j > 0);
+      mma_commit_issue(v_pos.kv_empty(sm));
+      mma_commit_issue(&b.pv_done[sb]);
+      done_bits ^= 1u << sb, used |= 1u << sb;
+      if (j + 1 == n) mma_commit_issue(&b.o_full[0]);
+    }
+  }
+  // Leave no PvDone arrival in flight when the CTA exits: wait for each buffer's last.
+  for (int sb = 0; sb < 2; ++sb)
+    if ((used >> sb) & 1) wait(&b.pv_done[sb], ((done_bits >> sb) & 1) ^ 1, "pv_done(exit)");
+}
+
+__device__ void mma_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 tmem) {
+  if constexpr (kQTiles == 2) mma_two_tiles(a, sm, tmem);
+  else mma_one_tile(a, sm, tmem);
 }
 
 // ---- Softmax warpgroups ------------------------------------------------------------------------------
@@ -481,13 +551,16 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
   Barriers& b = sm.bars();
   const int row = threadIdx.x % 128;  // this thread's row of tile s = its TMEM lane
   const u32 lane_base = static_cast<u32>((row / 32) * 32) << 16;
-  const u32 s_addr = tmem + lane_base + (s ? kTmemS1Col : kTmemS0Col);
-  const u32 p_addr = tmem + lane_base + (s ? kTmemP1Col : kTmemP0Col);
   const float scale_log2 = a.scale_log2;
+  // S buffer sb of a block (two tiles: tile s's; one tile: the block's parity) and the P inside or beside it.
+  // s_phase: two tiles, S_s's parity; one tile, bit sb for S buffer sb.
+  auto s_col = [&](int sb) { return tmem + lane_base + (sb ? kTmemS1Col : kTmemS0Col); };
+  auto p_col = [&](int sb) { return tmem + lane_base + (sb ? kTmemP1Col : kTmemP0Col); };
+  const u32 tile_s_addr = s_col(s), tile_p_addr = p_col(s);
   u32 s_phase = 0, tile_phase = 0;
   for (TileWalk walk; walk.next(a); tile_phase ^= 1) {
     const Work& w = walk.w;
-    const int packed_row = (w.m_block * 2 + s) * kM + row;  // packed row -> (token, q head)
+    const int packed_row = (w.m_block * kQTiles + s) * kM + row;  // packed row -> (token, q head)
     const int token = packed_row / kPack;
     // Keys this row may see: first <= c < limit (bottom-right causal and window alignment, the seqlen_k
     // tail). A block is masked when it is one of the first n_masked or the last n_masked_low visited.
@@ -500,8 +573,10 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
     float row_max = FA4_NEG_INF, row_sum = 0.f;
     for (int j = 0; j < w.blocks.n_blocks; ++j) {
       const int n = w.blocks.n_first - j;
-      wait(&b.s_full[s], s_phase, "s_full");
-      s_phase ^= 1;
+      const int sb = kQTiles == 2 ? s : j & 1;
+      const u32 s_addr = kQTiles == 2 ? tile_s_addr : s_col(sb), p_addr = kQTiles == 2 ? tile_p_addr : p_col(sb);
+      wait(&b.s_full[sb], kQTiles == 2 ? s_phase : (s_phase >> sb) & 1, "s_full");
+      s_phase ^= kQTiles == 2 ? 1u : 1u << sb;
       tcgen05_fence_after_thread_sync();
       if (kFault == Fault::skip_wait_st && j > 0) tmem_wait_st();  // the defect: P(j-1) lands only now
       float x[kN];
@@ -539,15 +614,17 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
         new_max = rescale ? new_max : row_max;
       }
       row_max = new_max;
-      // No wait for the mailbox: correction read block j-1's value before its PvReady(j-1), which PV(j-1)
-      // waited for, and S_j, which this thread has seen, was committed after that PV. (Correction consumes
-      // the value before that arrive, in __any_sync; a read not consumed before it would need an empty
-      // barrier again: the PTX ISA does not say a commit's arrive orders the loads behind it.)
-      sm.stats(s, 0)[row] = acc_scale;
-      // Correction rescales O on this signal, trusting PV(j-1) complete because this thread saw S_j: the
-      // fence carries that completion (acquired at s_full) across the relay.
+      // No wait for the mailbox: correction read the slot's previous value (two tiles: block j-1's; one tile:
+      // block j-2's, the same S buffer) before its PvReady, which that block's PV waited for, and S_j, which
+      // this thread has seen, was committed after that PV. (Correction consumes the value before that arrive,
+      // in __any_sync; a read not consumed before it would need an empty barrier again: the PTX ISA does not
+      // say a commit's arrive orders the loads behind it.)
+      sm.stats(sb, 0)[row] = acc_scale;
+      // Two tiles: correction rescales O on this signal, trusting PV(j-1) complete because this thread saw
+      // S_j: the fence carries that completion (acquired at s_full) across the relay. (One tile: correction
+      // waits for PV(j-1) on PvDone itself.)
       if (kFault != Fault::skip_relay_fence) tcgen05_fence_before_thread_sync();
-      signal(&b.stats_full[s]);
+      signal(&b.stats_full[sb]);
 
       // Exponents two columns at a time (packed FFMA2/FADD2 on sm_100a). One pair in kSoftExp2Every goes to
       // the FMA pipe (one value in kSoftExp2Every, as the Plan says); four partial sums shorten the chain.
@@ -578,7 +655,7 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
       if (kFault != Fault::skip_wait_st) tmem_wait_st();
       tcgen05_fence_before_thread_sync();
       __syncwarp();
-      if (threadIdx.x % 32 == 0) signal(&b.pv_ready[s]);
+      if (threadIdx.x % 32 == 0) signal(&b.pv_ready[sb]);
     }
     if (kFault == Fault::skip_wait_st) tmem_wait_st();
     // Final round: the factor O is normalised by (1 / row_sum; with a sink in the denominator, less) to
@@ -611,6 +688,10 @@ __device__ __forceinline__ void scale_o_row(u32 o_addr, float factor) {
       v[i + 1] = __float_as_uint(o.y);
     }
     tmem_st_32x32b<16>(o_addr + c, v);
+    // At most 128 columns stored between waits: the emulator's adversarial mode holds a thread's stores until
+    // its wait::st, 128 words at most (dv 256 waits once more, halfway).
+    if constexpr (kDv > 128)
+      if ((c + 16) % 128 == 0 && c + 16 < kDv) tmem_wait_st();
   }
   tmem_wait_st();
 }
@@ -620,23 +701,47 @@ __device__ void correction_role(const fa4k::AttentionArgs& a, const Smem& sm, u3
   const int row = threadIdx.x % 128;
   const u32 lane_base = static_cast<u32>((row / 32) * 32) << 16;
   u32 stats_phase[2] = {0, 0}, tile_phase = 0;
+  u32 stats_bits = 0, done_bits = 0;  // one tile: bit sb, the parity of StatsFull[sb]'s, PvDone[sb]'s next phase
   for (TileWalk walk; walk.next(a); tile_phase ^= 1) {
     const Work& w = walk.w;
-    for (int j = 0; j < w.blocks.n_blocks; ++j)
-      for (int s = 0; s < 2; ++s) {
-        wait(&b.stats_full[s], stats_phase[s], "stats_full");
-        stats_phase[s] ^= 1;
-        const float acc_scale = sm.stats(s, 0)[row];
-        // O_s holds PV(j-1) (complete: softmax saw S_j, committed after it). Block 0's PV overwrites O.
-        if (j > 0 && __any_sync(0xffffffffu, acc_scale != 1.f)) {
-          tcgen05_fence_after_thread_sync();
-          scale_o_row(tmem + lane_base + (s ? kTmemO1Col : kTmemO0Col), acc_scale);
+    if constexpr (kQTiles == 1) {
+      // Block j's acc_scale comes with S buffer j % 2. O holds PV(j-1) only once PvDone[(j-1) % 2] says so:
+      // S_j was committed before that PV was issued (mma_one_tile). Block 0's PV overwrites O.
+      for (int j = 0; j < w.blocks.n_blocks; ++j) {
+        const int sb = j & 1;
+        wait(&b.stats_full[sb], (stats_bits >> sb) & 1, "stats_full");
+        stats_bits ^= 1u << sb;
+        const float acc_scale = sm.stats(sb, 0)[row];
+        if (j > 0) {
+          if (__any_sync(0xffffffffu, acc_scale != 1.f)) {
+            wait(&b.pv_done[sb ^ 1], (done_bits >> (sb ^ 1)) & 1, "pv_done");
+            tcgen05_fence_after_thread_sync();
+            scale_o_row(tmem + lane_base + o_col(0), acc_scale);
+          }
+          done_bits ^= 1u << (sb ^ 1);  // PV(j-1)'s phase, awaited or not
         }
         tcgen05_fence_before_thread_sync();
         __syncwarp();
-        if (threadIdx.x % 32 == 0) signal(&b.pv_ready[s]);
+        if (threadIdx.x % 32 == 0) signal(&b.pv_ready[sb]);
       }
-    for (int s = 0; s < 2; ++s) {
+      done_bits ^= 1u << ((w.blocks.n_blocks - 1) & 1);  // the tile's last PV, which OFull covers
+    } else {
+      for (int j = 0; j < w.blocks.n_blocks; ++j)
+        for (int s = 0; s < 2; ++s) {
+          wait(&b.stats_full[s], stats_phase[s], "stats_full");
+          stats_phase[s] ^= 1;
+          const float acc_scale = sm.stats(s, 0)[row];
+          // O_s holds PV(j-1) (complete: softmax saw S_j, committed after it). Block 0's PV overwrites O.
+          if (j > 0 && __any_sync(0xffffffffu, acc_scale != 1.f)) {
+            tcgen05_fence_after_thread_sync();
+            scale_o_row(tmem + lane_base + o_col(s), acc_scale);
+          }
+          tcgen05_fence_before_thread_sync();
+          __syncwarp();
+          if (threadIdx.x % 32 == 0) signal(&b.pv_ready[s]);
+        }
+    }
+    for (int s = 0; s < kQTiles; ++s) {
       wait(&b.final_full[s], tile_phase, "final_full");
       const float inv = sm.stats(s, 1)[row];  // 1 / row_sum, or less with a sink; 0 for rows that saw no key
       signal(&b.final_empty[s]);
@@ -644,7 +749,7 @@ __device__ void correction_role(const fa4k::AttentionArgs& a, const Smem& sm, u3
       wait(&b.o_free[s], tile_phase ^ 1, "o_free");
       tcgen05_fence_after_thread_sync();
 
-      const u32 o_addr = tmem + lane_base + (s ? kTmemO1Col : kTmemO0Col);
+      const u32 o_addr = tmem + lane_base + o_col(s);
       char* o_tile = sm.o(s);
       const int o_row = opaque(row);
 #pragma unroll
@@ -677,10 +782,10 @@ __device__ void epilogue_role(const fa4k::AttentionArgs& a, const Smem& sm, cons
   u32 tile_phase = 0;
   for (TileWalk walk; walk.next(a); tile_phase ^= 1) {
     const Work& w = walk.w;
-    for (int s = 0; s < 2; ++s) {
+    for (int s = 0; s < kQTiles; ++s) {
       wait(&b.o_staged[s], tile_phase, "o_staged");
-      const int token0 = (w.m_block * 2 + s) * kM / kPack;
-      const int rows = w.seq.seqlen_q * kPack - (w.m_block * 2 + s) * kM;  // rows of tile s inside its sequence
+      const int token0 = (w.m_block * kQTiles + s) * kM / kPack;
+      const int rows = w.seq.seqlen_q * kPack - (w.m_block * kQTiles + s) * kM;  // rows of tile s inside its sequence
       if (kVarlen && a.cu_seqlens_q && rows < kM) {
         // The last tile of a ragged sequence ends inside the packed rows, where a whole box would overwrite the
         // next sequence's: the warp copies its own rows (none when the sequence ended in tile 0).
@@ -737,18 +842,20 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
         printf("fa4_sm100_fwd: dynamic shared memory is not 1024-byte aligned\n");
         __trap();
       }
-      for (int s = 0; s < 2; ++s) {
+      for (int s = 0; s < kQTiles; ++s) {
         mbarrier_init(&b.q_full[s], kBarQFullArrivals);
         mbarrier_init(&b.q_empty[s], kBarQEmptyArrivals);
-        mbarrier_init(&b.s_full[s], kBarSFullArrivals);
-        mbarrier_init(&b.pv_ready[s], kBarPvReadyArrivals);
-        if (kPvDone) mbarrier_init(&b.pv_done[s], kBarPvDoneArrivals);
-        mbarrier_init(&b.stats_full[s], kBarStatsFullArrivals);
         mbarrier_init(&b.final_full[s], kBarFinalFullArrivals);
         mbarrier_init(&b.final_empty[s], kBarFinalEmptyArrivals);
         mbarrier_init(&b.o_full[s], kBarOFullArrivals);
         mbarrier_init(&b.o_staged[s], kBarOStagedArrivals);
         mbarrier_init(&b.o_free[s], kBarOFreeArrivals);
+      }
+      for (int sb = 0; sb < 2; ++sb) {
+        mbarrier_init(&b.s_full[sb], kBarSFullArrivals);
+        mbarrier_init(&b.pv_ready[sb], kBarPvReadyArrivals);
+        if (kBarPvDoneCount > 0) mbarrier_init(&b.pv_done[sb], kBarPvDoneArrivals);
+        mbarrier_init(&b.stats_full[sb], kBarStatsFullArrivals);
       }
       for (int i = 0; i < kKvStages; ++i) {
         mbarrier_init(&b.kv_full[i], kBarKvFullArrivals);
@@ -775,19 +882,19 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
   // Register budgets (setmaxnreg) only on hardware: in emulated builds the MMA warp runs the emulator.
   // Nothing stays live across setmaxnreg (each role re-derives its addresses), so nothing is spilled there.
   if (warp < kRoleCorrectionFirstWarp) {
-    if constexpr (!kEmulated) setmaxnreg_inc<kRoleSoftmax0Regs>();
+    if constexpr (!kEmulated) setmaxnreg_to<kRoleSoftmax0Regs, kLaunchRegs>();
     const Smem sm = smem_layout();
     softmax_role(args, sm, *sm.tmem_base(), warp / 4);
   } else if (warp < kRoleMmaFirstWarp) {
-    if constexpr (!kEmulated) setmaxnreg_dec<kRoleCorrectionRegs>();
+    if constexpr (!kEmulated) setmaxnreg_to<kRoleCorrectionRegs, kLaunchRegs>();
     const Smem sm = smem_layout();
     correction_role(args, sm, *sm.tmem_base());
   } else {
-    if constexpr (!kEmulated) setmaxnreg_dec<kRoleMmaRegs>();
+    if constexpr (!kEmulated) setmaxnreg_to<kRoleMmaRegs, kLaunchRegs>();
     const Smem sm = smem_layout();
     if (warp == kRoleMmaFirstWarp) {
       if constexpr (kFault == Fault::hang) wait(&sm.bars().o_full[0], 0, "o_full (deliberate hang)");  // only Mma arrives
-      if (kEmulated || elect_one_sync()) mma_role(args, sm, *sm.tmem_base());  // see mma_role
+      if (kEmulated || elect_one_sync()) mma_role(args, sm, *sm.tmem_base());  // one thread on hardware (---- Mma warp)
     }
     else if (warp == kRoleEpilogueFirstWarp) epilogue_role(args, sm, &tma_o);
     else if (warp == kRoleLoadFirstWarp) load_role(args, sm, &tma_q, &tma_k, &tma_v);

@@ -630,11 +630,12 @@ std::vector<ServingCase> sm90_serving_cases() {
 // The sm100 kernel (under emulation, strict and adversarial) takes ragged batches, seqused_k and paged
 // caches: the serving cases it takes, ragged batches of many tiles on its head dims, with NaN past every
 // sequence's keys (ragged K/V with slack) and ragged q over a padded dense cache, and paged caches whose
-// pages are an eighth (the smallest page), a quarter, a half, one and two of its 128-key blocks.
+// pages are an eighth (the smallest page), a quarter, a half, one and two of its 128-key blocks, and at dv
+// 256 (64-key blocks) a quarter and two of them.
 std::vector<ServingCase> sm100_serving_cases() {
   std::vector<ServingCase> cases;
   auto sm100_takes = [](const ServingCase& c) {
-    return c.num_splits <= 1 && !c.workspace && c.d != 32 && c.d != 256 && !(c.d == 192 && c.dv == 192);
+    return c.num_splits <= 1 && !c.workspace && c.d != 32 && !(c.d == 192 && c.dv == 192);
   };
   for (const ServingCase& c : serving_cases())
     if (sm100_takes(c)) cases.push_back(c);
@@ -643,7 +644,8 @@ std::vector<ServingCase> sm100_serving_cases() {
   for (const std::vector<ServingCase>& family :
        {many_tile_cases("sm100", {{64, 64}, {96, 96}, {128, 128}, {192, 128}}, packs_4_1, {1000, 3, 700, 129, 0, 1, 300},
                         {900, 3, 700, 300, 50, 1200, 0}),
-        slack_cases("sm100"), paged_cases("sm100", {{128, 32}, {128, 128}, {128, 256}, {64, 16}, {96, 32}, {192, 64}})})
+        slack_cases("sm100"),
+        paged_cases("sm100", {{128, 32}, {128, 128}, {128, 256}, {64, 16}, {96, 32}, {192, 64}, {256, 16}, {256, 128}})})
     cases.insert(cases.end(), family.begin(), family.end());
   std::vector<ServingCase> out;
   for (Emulation mode : {Emulation::strict, Emulation::adversarial})

@@ -28,8 +28,8 @@ std::vector<Case> emulated_cases() {
   std::vector<Case> cases;
   // Every head dim (GQA 2, packed), fp16 with MQA, GQA ratios 1, 4, 8, MQA (packed tiles) and 3 (does not
   // divide 128: explicit head mapping, no packing), extreme logits (many lazy rescales).
-  cases = head_dim_cases({{64, 64}, {96, 96}, {128, 128}, {192, 128}});
-  for (const auto& family : {fp16_mqa_cases({{64, 64}, {128, 128}, {192, 128}}),
+  cases = head_dim_cases({{64, 64}, {96, 96}, {128, 128}, {192, 128}, {256, 256}});
+  for (const auto& family : {fp16_mqa_cases({{64, 64}, {128, 128}, {192, 128}, {256, 256}}),
                              gqa_cases({{"gqa1", 4, 4}, {"gqa3", 6, 2}, {"gqa4", 8, 2}, {"gqa8", 16, 2}, {"mqa", 8, 1}}),
                              extreme_logit_cases()})
     cases.insert(cases.end(), family.begin(), family.end());
@@ -51,7 +51,7 @@ std::vector<Case> emulated_cases() {
   }
   const std::vector<Case> layouts = strided_layout_cases();  // LSE off; strided layouts
   cases.insert(cases.end(), layouts.begin(), layouts.end());
-  const std::vector<Case> variants = variant_cases({{64, 64}, {96, 96}, {128, 128}, {192, 128}});  // issue 11
+  const std::vector<Case> variants = variant_cases({{64, 64}, {96, 96}, {128, 128}, {192, 128}, {256, 256}});  // issue 11
   cases.insert(cases.end(), variants.begin(), variants.end());
   return cases;
 }
@@ -61,12 +61,26 @@ std::vector<Case> emulated_cases() {
 // across tiles), with tails on both sequence lengths; plus the shapes that exposed the (192, 128) defect
 // (O staged over Q: the next tile's Q load landed on the other O tile).
 std::vector<Case> coverage_cases() {
-  std::vector<Case> cases = persistent_tile_cases({{64, 64}, {96, 96}, {128, 128}, {192, 128}});
+  std::vector<Case> cases = persistent_tile_cases({{64, 64}, {96, 96}, {128, 128}, {192, 128}, {256, 256}});
   for (auto [batch, seqlen, causal] : {std::tuple{2, 2048, false}, {4, 2048, false}, {4, 1024, true}}) {
     Case c;
     c.name = "defect1_d192_dv128_b" + std::to_string(batch) + "_s" + std::to_string(seqlen) + "_" + mask_name(causal);
     c.d = 192, c.dv = 128, c.causal = causal, c.batch = batch, c.heads_q = c.heads_kv = 16;
     c.shapes = {{seqlen, seqlen}};
+    cases.push_back(c);
+  }
+  // dv 256, one Q tile against 64-key blocks with S double-buffered: odd and even block counts (a tile's last
+  // block in either S buffer, the next tile starting in S0), a key tail inside a block, rows that see no key,
+  // and more tiles than SMs, extreme logits (lazy rescales of the 256-column O) included.
+  for (bool causal : {false, true}) {
+    Case c;
+    c.name = std::string("one_tile_d256_") + mask_name(causal);
+    c.d = c.dv = 256, c.causal = causal, c.batch = 3, c.heads_q = 24, c.heads_kv = 8;
+    c.shapes = {{640, 640}, {300, 193}, {129, 1}, {1, 129}};
+    cases.push_back(c);
+    c.name = std::string("one_tile_extreme_d256_") + mask_name(causal);
+    c.batch = 1, c.heads_q = 2, c.heads_kv = 1, c.qk_range = 14.f, c.min_abs_logit = 2e3;
+    c.shapes = {{260, 520}};
     cases.push_back(c);
   }
   return cases;
