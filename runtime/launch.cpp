@@ -364,12 +364,20 @@ fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, v
   a.decode_seqlen_q = problem.decode_seqlen_q;
   a.scale_log2 = kernel_scale_log2(p);
   a.rule = rule;
-  // Folded rows need the combine's staging (shared memory, which keeps it from starting beside the decode
-  // kernel's CTAs): only where the call may have them.
-  a.stage_folded = may_fold(problem, rule, layout.max_splits);
   // A warp per share of a normalised row (the shares fix the order of its sum: split_rule), and per decode
   // warp's states of a folded one.
   a.warps_per_item = std::max(rule.merge_shares, rule.decode_states);
+  // Folded rows need the combine's staging (shared memory, which keeps 32 KB of it from starting beside the
+  // decode kernel's CTAs): only where the call may have them. Where a warp's share of a normalised row is
+  // more than one round of the registers' loads (4 states), the states come staged, kStagedRounds a round
+  // trip (16 KB at dv 128, which still fits beside two decode CTAs): on the H200 the combine of 8 x 128k, 8/1
+  // heads (132 parts a row, 33 a warp) took 22 us after a 134 us decode kernel. The bits are the same either
+  // way. Only after a decode kernel that folds (Plan::fold_split_blocks: dv <= 128), whose combine Plan has
+  // the buffer.
+  const int shares = (layout.max_splits + a.warps_per_item - 1) / a.warps_per_item;
+  a.staged_states = may_fold(problem, rule, layout.max_splits) ? fa4k::kMaxFoldParts
+                    : plan.fold_split_blocks > 0 && shares > 4 ? fa4k::kStagedRounds
+                                                               : 0;
   return a;
 }
 
@@ -404,7 +412,9 @@ void enqueue_combine(const Plan& plan, const fa4k::CombineArgs& args, CUfunction
   shape.grid[0] = static_cast<unsigned>(
       std::max(1LL, std::min((items + per_cta - 1) / per_cta, kCombineCtasPerSm * std::max(sm_count, 1))));
   shape.block[0] = static_cast<unsigned>(plan.threads);
-  shape.smem_bytes = args.stage_folded ? plan.smem_bytes : 0;  // (combine_plan)
+  shape.smem_bytes = static_cast<unsigned>(fa4k::combine_staging_bytes(plan.threads / 32, plan.key.head_dim_v, args.staged_states));
+  if (shape.smem_bytes > static_cast<unsigned>(plan.smem_bytes))  // (combine_plan)
+    throw Error(ErrorCode::internal, "the combine's staging is larger than its Plan's buffer");
   void* params[] = {const_cast<fa4k::CombineArgs*>(&args)};
   const LaunchConfig config(shape, stream, overlap_previous);
   check_cu(driver().cuLaunchKernelEx(config.get(), function, params, nullptr), "cuLaunchKernelEx (combine)");

@@ -52,8 +52,11 @@ struct SplitRule {
 // decode Plan asserts the bound).
 constexpr int kMaxFoldParts = 16;
 
-// The combine's dynamic shared memory where folded rows may come: each warp stages its decode warp's parts.
-FA4_PARAMS_HD int combine_staging_bytes(int warps, int dv) { return warps * kMaxFoldParts * dv * 4; }
+// The combine's dynamic shared memory of `slots` staged states a warp (CombineArgs::staged_states): where
+// folded rows may come, kMaxFoldParts (each warp stages its decode warp's parts); else kStagedRounds where
+// normalised rows have many states a warp (rounds of that many loads in flight).
+constexpr int kStagedRounds = 8;
+FA4_PARAMS_HD int combine_staging_bytes(int warps, int dv, int slots) { return warps * slots * dv * 4; }
 
 // A decode sequence of `blocks` KV blocks in `parts` parts whose result is its warps' raw part states folded.
 FA4_PARAMS_HD bool folded(const SplitRule& r, int blocks, int parts) {
@@ -256,7 +259,7 @@ struct CombineArgs {
   // each over its own parts (split_parts); the kernel wrote the other rows' final output itself.
   int split;
   const float* state_sum;    // a folded sequence's raw row sums, laid out as the LSEs (SplitRule::fold_blocks)
-  int stage_folded;          // the launch has combine_staging_bytes of dynamic shared memory (folded rows possible)
+  int staged_states;         // dynamic shared memory for this many states a warp (combine_staging_bytes; 0: none)
   float scale_log2;          // the attention's (AttentionArgs::scale_log2): raw row maxima's exponent factor
   const int* cu_seqlens_k;
   const int* seqused_k;

@@ -58,8 +58,8 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 8) fa4_combine(co
   using namespace fa4p;
   __shared__ float shares[kCombineWarps][fa4cfg::kHeadDimV];
   __shared__ float share_max[kCombineWarps], share_sum[kCombineWarps];  // a folded row's folds
-  // A folded row's raw O, every part's at once: warp w's slice holds its decode warp's parts (dynamic:
-  // combine_staging_bytes when CombineArgs::stage_folded).
+  // Warp w's slice of CombineArgs::staged_states rows of dv (dynamic: combine_staging_bytes): a folded row's
+  // raw O of every part of its decode warp at once, or a round of a normalised row's states.
   extern __shared__ __align__(16) float staged[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int per_item = args.warps_per_item;
@@ -98,7 +98,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 8) fa4_combine(co
         const bool decode_row = seqlen_q <= args.decode_seqlen_q;
         n_states = fa4k::split_parts(args.rule, decode_row, span.count);
         raw = kRawStates && decode_row && fa4k::folded(args.rule, span.count, n_states);
-        if (raw && (!args.stage_folded || n_states > fa4k::kMaxFoldParts)) __trap();  // (split_combine_args, decode_plan)
+        if (raw && n_states > args.staged_states) __trap();  // (split_combine_args, decode_plan)
       }
       merged = !args.split || n_states > args.rule.parts_per_cta;  // fewer: the split kernel's CTA folded them
       if (merged) {
@@ -129,7 +129,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 8) fa4_combine(co
           const int states = args.rule.decode_states;
           if (share < states) {
             constexpr int kVecs = fa4cfg::kHeadDimV / 4;  // 16-byte pieces of a row (dv % 4 == 0)
-            float* mine = staged + warp * fa4k::kMaxFoldParts * fa4cfg::kHeadDimV;
+            float* mine = staged + warp * args.staged_states * fa4cfg::kHeadDimV;
             for (int p = 0; p < n_states; ++p) {
               const float* o = reinterpret_cast<const float*>(state_o(p * states + share)) + in_o;
               for (int v = lane; v < kVecs; v += 32) cp_async_16(shared_address(mine + p * fa4cfg::kHeadDimV + 4 * v), o + 4 * v, 16);
@@ -156,9 +156,15 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 8) fa4_combine(co
           // The weights and this warp's share of the states (merge.cuh, as the decode kernel's own merge).
           float weight[kLseChunks];
           merge_weights<kLseChunks>(n_states, lane, state_lse, weight, max_lse, sum);
-          if (max_lse != neg_inf())
+          if (max_lse == neg_inf()) {
+          } else if (kRawStates && args.staged_states > 0) {  // fp32 states: staged, a round trip per slice
+            merge_share_staged<kLseChunks>(n_states, share, per_item, lane, weight,
+                                           [&](int s) { return reinterpret_cast<const float*>(state_o(s)) + in_o; },
+                                           staged + warp * args.staged_states * fa4cfg::kHeadDimV, args.staged_states, acc);
+          } else {
             merge_share<kLseChunks>(n_states, share, per_item, lane, weight, state_o,
                                     [&](const char* o, int e) { return load_state(o, in_o + e); }, acc);
+          }
         }
       }
     }

@@ -94,6 +94,38 @@ __device__ __forceinline__ void merge_share(int n_states, int share, int shares,
   }
 }
 
+// merge_share with the states' O staged in shared memory, `slots` rows of dv a round trip (the warp's
+// `slice`; merge_share's registers hold a few states' loads): the same sums in the same order. row_of(s)
+// gives state s's O, fp32, 16-byte aligned.
+template <int kChunks, class RowOf>
+__device__ __forceinline__ void merge_share_staged(int n_states, int share, int shares, int lane, const float (&weight)[kChunks],
+                                                   RowOf row_of, float* slice, int slots, float (&acc)[kMergePerLane]) {
+  constexpr int kDv = fa4cfg::kHeadDimV, kPieces = kDv / 4;  // 16-byte pieces of a row
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int count = n_states - c * 32 < 32 ? n_states - c * 32 : 32;
+    for (int t0 = share; t0 < count; t0 += slots * shares) {
+      int staged = 0;
+      for (int t = t0; t < count && staged < slots; t += shares, ++staged) {
+        const float* o = row_of(c * 32 + t);
+        for (int v = lane; v < kPieces; v += 32) cp_async_16(shared_address(slice + staged * kDv + 4 * v), o + 4 * v, 16);
+      }
+      cp_async_commit();
+      cp_async_wait<0>();
+      __syncwarp();
+      for (int b = 0; b < staged; ++b) {
+        const float w = __shfl_sync(0xffffffffu, weight[c], t0 + b * shares);
+#pragma unroll
+        for (int i = 0; i < kMergePerLane; ++i) {
+          const float x = slice[b * kDv + lane + 32 * i];
+          acc[i] = w > 0.f ? fmaf(w, x, acc[i]) : acc[i];
+        }
+      }
+      __syncwarp();  // every lane has read the slice before the next round's copies land in it
+    }
+  }
+}
+
 // The merged row's LSE (natural log; -inf without keys) and the factor its summed O is multiplied by, the
 // attention sink of q head `head` joining the denominator when `sinks` is given.
 __device__ __forceinline__ float merge_lse(float max_lse, float sum, const float* sinks, int head, float& inv) {

@@ -375,13 +375,18 @@ TEST(PortablePlan, ACtaThatRunsAllOfASequencesPartsFoldsThem) {
             const SplitLayout dense = split_layout(plan, problem);
             const bool folds = args.max_splits > 1 && blocks_longest <= 64;
             EXPECT_EQ(dense.sum_bytes > 0, folds) << "causal " << causal;
-            EXPECT_EQ(split_combine_args(plan, problem, nullptr).stage_folded != 0, folds) << "causal " << causal;
+            // Staged: a folded row's every part, or a normalised row's rounds where a warp's share is more than
+            // 4 states.
+            const fa4k::CombineArgs combine = split_combine_args(plan, problem, nullptr);
+            const int share = (args.max_splits + combine.warps_per_item - 1) / combine.warps_per_item;
+            EXPECT_EQ(combine.staged_states, folds ? fa4k::kMaxFoldParts : share > 4 ? fa4k::kStagedRounds : 0)
+                << "causal " << causal;
           }
           problem.params.causal = false, problem.params.window_right = -1;
           const int used = 0;
           problem.params.seqused_k = &used;  // ragged lengths: any sequence may be shorter (never read here)
           const SplitLayout layout = split_layout(plan, problem);
-          EXPECT_NE(split_combine_args(plan, problem, nullptr).stage_folded != 0, args.max_splits <= 1);
+          EXPECT_EQ(split_combine_args(plan, problem, nullptr).staged_states, args.max_splits > 1 ? fa4k::kMaxFoldParts : 0);
           problem.params.seqused_k = nullptr;
           const long long row_states = static_cast<long long>(layout.lse_bytes / 4 / r.partial_rows / problem.params.heads_q);
           for (int keys = 1; keys <= longest; keys += keys < 128 ? 1 : keys / 16) {

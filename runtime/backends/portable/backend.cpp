@@ -110,11 +110,13 @@ Plan combine_plan(const KernelKey& key) {
   plan.threads = kCombineThreads;
   plan.roles = {{"Merge", 0, kCombineThreads / 32, 0, "1 to 4 warps per (row, head): max of the LSEs, weighted sum of the states"}};
   // After a split decode kernel that folds (decode_plan: dv <= 128), a folded row's raw states are staged,
-  // every part's at once; the launch asks for it only where such rows may come (CombineArgs::stage_folded).
+  // every part's at once, and a normalised row's in rounds of kStagedRounds; a launch asks for what its rows
+  // need (CombineArgs::staged_states), this much at most.
   if (key.split && key.head_dim_v <= 128) {
-    plan.smem_bytes = fa4k::combine_staging_bytes(kCombineThreads / 32, key.head_dim_v);
+    plan.smem_bytes = fa4k::combine_staging_bytes(kCombineThreads / 32, key.head_dim_v, fa4k::kMaxFoldParts);
     plan.smem = {{"Staging", 0, plan.smem_bytes, fa4k::kMaxFoldParts * key.head_dim_v * 4,
-                  "dynamic: warp w's decode warp's raw O of every part of a folded row, fp32"}};
+                  "dynamic: warp w's decode warp's raw O of every part of a folded row, or a round of a normalised "
+                  "row's states (CombineArgs::staged_states a warp), fp32"}};
   }
   return plan;
 }
