@@ -367,17 +367,15 @@ fa4k::CombineArgs split_combine_args(const Plan& plan, const Problem& problem, v
   // A warp per share of a normalised row (the shares fix the order of its sum: split_rule), and per decode
   // warp's states of a folded one.
   a.warps_per_item = std::max(rule.merge_shares, rule.decode_states);
-  // Folded rows need the combine's staging (shared memory, which keeps 32 KB of it from starting beside the
-  // decode kernel's CTAs): only where the call may have them. Where a warp's share of a normalised row is
-  // more than one round of the registers' loads (4 states), the states come staged, kStagedRounds a round
-  // trip (16 KB at dv 128, which still fits beside two decode CTAs): on the H200 the combine of 8 x 128k, 8/1
-  // heads (132 parts a row, 33 a warp) took 22 us after a 134 us decode kernel. The bits are the same either
-  // way. Only after a decode kernel that folds (Plan::fold_split_blocks: dv <= 128), whose combine Plan has
-  // the buffer.
-  const int shares = (layout.max_splits + a.warps_per_item - 1) / a.warps_per_item;
-  a.staged_states = may_fold(problem, rule, layout.max_splits) ? fa4k::kMaxFoldParts
-                    : plan.fold_split_blocks > 0 && shares > 4 ? fa4k::kStagedRounds
-                                                               : 0;
+  // The combine's staging (32 KB of shared memory at dv 128, which keeps it from starting beside the decode
+  // kernel's CTAs), kMaxFoldParts states a warp: where the call may have folded rows (a decode warp's parts at
+  // once), and where a warp's share of a normalised row is more than one round of its registers' loads (4
+  // states), then 16 a round trip: on the H200 the combine of 8 x 128k, 8/1 heads (132 parts a row, 33 a warp)
+  // took 22 us after a 134 us decode kernel. The bits are the same either way. Only after a decode kernel that
+  // folds (Plan::fold_split_blocks: dv <= 128), whose combine Plan has the buffer.
+  const int share = (layout.max_splits + a.warps_per_item - 1) / a.warps_per_item;
+  const bool staged = may_fold(problem, rule, layout.max_splits) || (plan.fold_split_blocks > 0 && share > 4);
+  a.staged_states = staged ? fa4k::kMaxFoldParts : 0;
   return a;
 }
 

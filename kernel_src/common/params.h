@@ -52,10 +52,8 @@ struct SplitRule {
 // decode Plan asserts the bound).
 constexpr int kMaxFoldParts = 16;
 
-// The combine's dynamic shared memory of `slots` staged states a warp (CombineArgs::staged_states): where
-// folded rows may come, kMaxFoldParts (each warp stages its decode warp's parts); else kStagedRounds where
-// normalised rows have many states a warp (rounds of that many loads in flight).
-constexpr int kStagedRounds = 8;
+// The combine's dynamic shared memory of `slots` staged states a warp (CombineArgs::staged_states, 0 or
+// kMaxFoldParts): a folded row's parts of one decode warp, or a round of a normalised row's states.
 FA4_PARAMS_HD int combine_staging_bytes(int warps, int dv, int slots) { return warps * slots * dv * 4; }
 
 // A decode sequence of `blocks` KV blocks in `parts` parts whose result is its warps' raw part states folded.

@@ -110,8 +110,8 @@ Plan combine_plan(const KernelKey& key) {
   plan.threads = kCombineThreads;
   plan.roles = {{"Merge", 0, kCombineThreads / 32, 0, "1 to 4 warps per (row, head): max of the LSEs, weighted sum of the states"}};
   // After a split decode kernel that folds (decode_plan: dv <= 128), a folded row's raw states are staged,
-  // every part's at once, and a normalised row's in rounds of kStagedRounds; a launch asks for what its rows
-  // need (CombineArgs::staged_states), this much at most.
+  // every part's at once, and a normalised row's in rounds of as many; a launch asks for it where its rows
+  // need it (CombineArgs::staged_states).
   if (key.split && key.head_dim_v <= 128) {
     plan.smem_bytes = fa4k::combine_staging_bytes(kCombineThreads / 32, key.head_dim_v, fa4k::kMaxFoldParts);
     plan.smem = {{"Staging", 0, plan.smem_bytes, fa4k::kMaxFoldParts * key.head_dim_v * 4,
