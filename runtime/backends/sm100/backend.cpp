@@ -298,9 +298,9 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   if (tiles == 1)
     p.risks.push_back(
         "One Q tile (dv 256): QK(j + 1) is issued before PV(j), so correction waits for PV(j - 1) on PvDone before it "
-        "rescales O. The emulator runs each MMA at its commit, so a missing wait there would not show: the order "
-        "rests on the reading in mma_one_tile. The tmem_reuse_race and assume_mma_order builds break nothing "
-        "here (P has columns of its own).");
+        "rescales O. No planted defect tests that wait: in the emulation a correction that skipped it would read O "
+        "before PV(j - 1) ran only by timing (the emulated PV is slow, so most likely), not by construction. The "
+        "tmem_reuse_race and assume_mma_order builds break nothing here (P has columns of its own).");
   return p;
 }
 
