@@ -128,12 +128,9 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 8) fa4_combine(co
           // shared memory at once (n_states <= kMaxFoldParts: split_rule), lane p holding part p's max and sum.
           const int states = args.rule.decode_states;
           if (share < states) {
-            constexpr int kVecs = fa4cfg::kHeadDimV / 4;  // 16-byte pieces of a row (dv % 4 == 0)
             float* mine = staged + warp * args.staged_states * fa4cfg::kHeadDimV;
-            for (int p = 0; p < n_states; ++p) {
-              const float* o = reinterpret_cast<const float*>(state_o(p * states + share)) + in_o;
-              for (int v = lane; v < kVecs; v += 32) cp_async_16(shared_address(mine + p * fa4cfg::kHeadDimV + 4 * v), o + 4 * v, 16);
-            }
+            for (int p = 0; p < n_states; ++p)
+              stage_row(mine + p * fa4cfg::kHeadDimV, reinterpret_cast<const float*>(state_o(p * states + share)) + in_o, lane);
             cp_async_commit();
             const int s_lane = lane * states + share;
             const float lane_max = lane < n_states ? state_lse(s_lane) : neg_inf();

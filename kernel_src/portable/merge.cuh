@@ -94,22 +94,26 @@ __device__ __forceinline__ void merge_share(int n_states, int share, int shares,
   }
 }
 
+// One state's fp32 O row (dv elements, 16-byte aligned) into shared memory by the warp's lanes, 16 bytes a
+// copy (cp.async: the caller commits and waits).
+__device__ __forceinline__ void stage_row(float* dst, const float* src, int lane) {
+  constexpr int kPieces = fa4cfg::kHeadDimV / 4;  // 16-byte pieces of a row (dv % 4 == 0)
+  for (int v = lane; v < kPieces; v += 32) cp_async_16(shared_address(dst + 4 * v), src + 4 * v, 16);
+}
+
 // merge_share with the states' O staged in shared memory, `slots` rows of dv a round trip (the warp's
 // `slice`; merge_share's registers hold a few states' loads): the same sums in the same order. row_of(s)
 // gives state s's O, fp32, 16-byte aligned.
 template <int kChunks, class RowOf>
 __device__ __forceinline__ void merge_share_staged(int n_states, int share, int shares, int lane, const float (&weight)[kChunks],
                                                    RowOf row_of, float* slice, int slots, float (&acc)[kMergePerLane]) {
-  constexpr int kDv = fa4cfg::kHeadDimV, kPieces = kDv / 4;  // 16-byte pieces of a row
+  constexpr int kDv = fa4cfg::kHeadDimV;
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int count = n_states - c * 32 < 32 ? n_states - c * 32 : 32;
     for (int t0 = share; t0 < count; t0 += slots * shares) {
       int staged = 0;
-      for (int t = t0; t < count && staged < slots; t += shares, ++staged) {
-        const float* o = row_of(c * 32 + t);
-        for (int v = lane; v < kPieces; v += 32) cp_async_16(shared_address(slice + staged * kDv + 4 * v), o + 4 * v, 16);
-      }
+      for (int t = t0; t < count && staged < slots; t += shares, ++staged) stage_row(slice + staged * kDv, row_of(c * 32 + t), lane);
       cp_async_commit();
       cp_async_wait<0>();
       __syncwarp();

@@ -520,7 +520,7 @@ __device__ __forceinline__ void mma_one_tile(const fa4k::AttentionArgs& a, const
     const int n = w.blocks.n_blocks;
     wait(&b.q_full[0], tile_phase, "q_full");
     issue_qk(0, n == 1);
-    for (int j = 0; j < w.blocks.n_blocks; ++j) {
+    for (int j = 0; j < w.blocks.n_blocks; ++j) {  // (n_blocks in the header: tools/sass_report.py finds the loop by it)
       const int sb = j & 1;
       MmaRing v_pos = ring;  // V of block j
       ring.advance();        // K of block j + 1
