@@ -578,56 +578,54 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     for (int i = 0; i < kDv / 2; ++i) o[i] = 0.f;
     wait<false>(&b.q_full, tile_phase);
 
-    // Block 0: S only (outside the turns, as the last PV: the other consumer has nothing to overlap).
+    // Block 0's S alone (outside the turns: the other consumer has nothing to overlap), then trip j runs S_j's
+    // softmax and, in the consumer's turn, issues S_(j+1) = Q K_(j+1)^T (but on the last trip) and
+    // O += P_j V_j, so that S_(j+1)'s softmax runs while that PV does. One copy of the softmax and of the PV
+    // (the unrolled steps are most of the kernel's compile time: a third less than with block 0 and the last
+    // PV peeled). Where a wgmma is conditional, the wait that retires it is not: ptxas serializes every wgmma
+    // of the kernel when some path reads a result past a wait it may have skipped.
+    const int n = w.blocks.n_blocks;
+    Ring v_pos = ring;  // the V that P multiplies
     wait<false>(&b.k_full[ring.index], ring.phase);
     fence_registers(s);
     wgmma_fence();
     issue_qk(s, sm.q(), sm.k(ring.index), wg);
     wgmma_commit();
     wgmma_wait<0>();
-    fence_registers(s);
-    release(&b.k_empty[ring.index]);
-    if (!kOAliasesQ && w.blocks.n_blocks == 1) release(&b.q_empty);  // every QK of this consumer has read Q
-    softmax_block(s, m, l, scale, w.blocks.n_masked > 0 || low_masked_from <= 0, w.blocks.n_first * kN, first, limit, a);
-    pack_p(s, p);
-    Ring v_pos = ring;  // the V that P multiplies
-    ring.advance();
-
-    for (int j = 1; j < w.blocks.n_blocks; ++j) {
-      // Waits first: wgmmas issued in straight-line code after one fence stay asynchronous (ptxas serializes
-      // them when a spin loop sits between fence and issue).
-      wait<false>(&b.k_full[ring.index], ring.phase);
-      wait<false>(&b.v_full[v_pos.index], v_pos.phase);
-      if (j == 1) clean_v_tail(sm.v(v_pos.index), w, wg, v_piece);
-      take_turn(wg);
-      fence_registers(s);
-      fence_operands(o, p);
-      issue_qk(s, sm.q(), sm.k(ring.index), wg);
-      wgmma_commit();
-      issue_pv(o, p, sm.v(v_pos.index), j > 1, v_piece);
-      wgmma_commit();
-      pass_turn(wg);
-      wgmma_wait<1>();  // S_j is complete; PV_(j-1) may still run
+    for (int j = 0; j < n; ++j) {
       fence_registers(s);
       release(&b.k_empty[ring.index]);
-      if (!kOAliasesQ && j == w.blocks.n_blocks - 1) release(&b.q_empty);
+      if (!kOAliasesQ && j == n - 1) release(&b.q_empty);  // every QK of this consumer has read Q
       softmax_block(s, m, l, scale, j < w.blocks.n_masked || j >= low_masked_from, (w.blocks.n_first - j) * kN, first,
                     limit, a);
-      wgmma_wait<0>();
-      fence_registers(o);
-      release(&b.v_empty[v_pos.index]);
-      rescale_o(o, scale);
+      if (j > 0) {
+        wgmma_wait<0>();  // PV_(j-1)
+        fence_registers(o);
+        release(&b.v_empty[v_pos.index]);
+        rescale_o(o, scale);
+      }
       pack_p(s, p);
       v_pos = ring;
       ring.advance();
+      const bool next = j + 1 < n;
+      // Waits first: wgmmas issued in straight-line code after one fence stay asynchronous (ptxas serializes
+      // them when a spin loop sits between fence and issue).
+      if (next) wait<false>(&b.k_full[ring.index], ring.phase);
+      wait<false>(&b.v_full[v_pos.index], v_pos.phase);
+      if (j == 0) clean_v_tail(sm.v(v_pos.index), w, wg, v_piece);
+      if (next) take_turn(wg);  // (the last PV, as the first QK, outside the turns)
+      fence_registers(s);
+      fence_operands(o, p);
+      if (next) {
+        issue_qk(s, sm.q(), sm.k(ring.index), wg);
+        wgmma_commit();
+      }
+      issue_pv(o, p, sm.v(v_pos.index), j > 0, v_piece);
+      wgmma_commit();
+      if (next) pass_turn(wg);
+      wgmma_wait<1>();  // S_(j+1) is complete; PV_j may still run (on the last trip, the only group)
     }
-    // The last block's PV.
-    wait<false>(&b.v_full[v_pos.index], v_pos.phase);
-    if (w.blocks.n_blocks == 1) clean_v_tail(sm.v(v_pos.index), w, wg, v_piece);
-    fence_operands(o, p);
-    issue_pv(o, p, sm.v(v_pos.index), w.blocks.n_blocks > 1, v_piece);
-    wgmma_commit();
-    wgmma_wait<0>();
+    wgmma_wait<0>();  // the last PV
     fence_registers(o);
     release(&b.v_empty[v_pos.index]);
 
