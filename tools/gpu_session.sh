@@ -4,17 +4,18 @@
 # failing does not stop the rest) and time-limited; logs and results are collected under $OUT.
 #
 #   tools/gpu_session.sh [STAGE...]      stages (run in this order): info tests selftest oracle serving probe
-#                                        variants overhead decode decode-peers decode-ab attention compile
-#                                        (probe, variants and decode-ab, not in all: the paged-load probe,
+#                                        variants overhead decode decode-peers decode-ab attention-ab attention
+#                                        compile (probe, variants, decode-ab and attention-ab, not in all: the paged-load probe,
 #                                        build-probe/tma_page_probe built with nvcc beside the build, see
 #                                        tools/tma_page_probe.cu; the variants bench on the automatic and the
 #                                        portable backend and the ragged/paged bench at seeds 1 and 2; the
-#                                        decode A/B of several libraries below); groups: all (default),
+#                                        decode and the quick prefill A/B of several libraries below); groups: all (default),
 #                                        bench = overhead decode decode-peers attention compile
 # Environment:
 #   OUT                    where results go (default ./gpu-out); at most 8 files come back from there:
 #                          summary.txt, selftest.md, emulated.txt, bench_attention.{md,json}, bench_compile.json,
-#                          decode_ab.md, logs.tar.gz
+#                          decode_ab.md, attention_ab.md, logs.tar.gz (nine in all: run the A/B stages apart from
+#                          the full set)
 #   FA4_BUILD_DIR          the carried build directory (default build)
 #   FA4_COMMIT             commit hash to record in the results (the copy here may have no .git)
 #   FA4_CACHE_DIR          kernel cache shared by the stages (default <build>/test-kernel-cache, the tests')
@@ -23,7 +24,7 @@
 #   GPU_SESSION_QUICK=1    the short attention sweep (3 sequence lengths per head dim)
 #   GPU_SESSION_CTEST_J    ctest parallelism (default 8)
 #   GPU_SESSION_TESTS_S    the tests stage's limit in seconds (default 330)
-#   GPU_SESSION_AB_LIBS    decode-ab: libfa4rt.so paths, the baseline first (default: the build's alone), e.g.
+#   GPU_SESSION_AB_LIBS    decode-ab, attention-ab: libfa4rt.so paths, the baseline first (default: the build's alone), e.g.
 #                          "build-main/libfa4rt.so build/libfa4rt.so" (copy each variant's library out of its
 #                          build, `cp -L build/libfa4rt.so build-x/`, and carry those folders too)
 #   GPU_SESSION_AB_ROWS    decode-ab: bench_decode.py --rows regex (default "sq1"); the table comes back as
@@ -54,7 +55,7 @@ for arg in "$@"; do
   case "$arg" in
     all) selected="$selected $ALL_STAGES" ;;
     bench) selected="$selected overhead decode decode-peers attention compile" ;;
-    info|tests|selftest|oracle|serving|overhead|decode|decode-peers|decode-ab|attention|compile|probe|variants) selected="$selected $arg" ;;
+    info|tests|selftest|oracle|serving|overhead|decode|decode-peers|decode-ab|attention-ab|attention|compile|probe|variants) selected="$selected $arg" ;;
     -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "unknown stage '$arg' (stages: $ALL_STAGES; groups: all, bench)"; exit 2 ;;
   esac
@@ -199,6 +200,26 @@ if wanted decode-ab; then
   done
   (IFS=,; python3 bench/compare_decode.py --names "${ab_names[*]}" "${ab_logs[@]}") >"$OUT/decode_ab.md" 2>&1 &&
     tail -n 1 "$OUT/decode_ab.md"
+fi
+
+if wanted attention-ab; then
+  # The quick prefill sweep per library, in the order A B ... B A (the spread shows in the repeats), then the
+  # libraries side by side. FA4_SELF_CHECK=0: a library copied out of its build has no fa4rt-selfcheck
+  # beside it, and without the first-use check its fast kernels would not be taken.
+  libs=(${GPU_SESSION_AB_LIBS:-$BUILD_ABS/libfa4rt.so})
+  order=("${libs[@]}")
+  for ((i = ${#libs[@]} - 1; i >= 0; i--)); do order+=("${libs[i]}"); done
+  ab_tables=()
+  ab_names=()
+  for lib in "${order[@]}"; do
+    name=att-$((${#ab_tables[@]} + 1))-$(basename "$(dirname "$lib")")
+    run_stage "$name" 90 3 "wrote|SKIPPED" env FA4_LIB="$lib" FA4_SELF_CHECK=0 \
+      python3 bench/bench_attention.py "$LOGS/$name" --quick
+    ab_tables+=("$LOGS/$name.md")
+    ab_names+=("${name#att-}")
+  done
+  (IFS=,; python3 bench/compare_attention.py --names "${ab_names[*]}" "${ab_tables[@]}") >"$OUT/attention_ab.md" 2>&1 &&
+    tail -n 1 "$OUT/attention_ab.md"
 fi
 
 if wanted attention; then

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""bench/compare_attention.py reads the fa4rt and cuDNN columns by the table header's names, skips rows
+without numbers, and gives each table's geometric mean against the first table's fa4rt column."""
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "compare_attention.py")
+
+HEADER = ("| head_dim | causal | batch x seqlen | fa4rt | PyTorch flash | cuDNN | FA4-cute | fa4rt/cuDNN | fa4rt/FA4-cute | check |\n"
+          "|---|---|---|---|---|---|---|---|---|---|\n")
+
+
+def table(rows):
+    """rows: (head_dim, causal, shape, fa4rt, cudnn)"""
+    text = "# fa4rt attention forward benchmark\n\n- commit: x\n\n" + HEADER
+    for d, causal, shape, f, cu in rows:
+        text += "| %s | %s | %s | %.1f | 300.0 | %.1f | - | %.2f | - | ok 1e-3 |\n" % (d, causal, shape, f, cu, f / cu)
+    text += "| 256 | no | 1x16384 | error: out of memory | 300.0 | 600.0 | - | - | - | - |\n"  # no number: left out
+    return text
+
+
+def main():
+    base = table([("64", "no", "32x512", 300.0, 400.0), ("GQA 32q/8kv, 128", "yes", "2x8192", 600.0, 550.0)])
+    other = table([("64", "no", "32x512", 330.0, 410.0), ("GQA 32q/8kv, 128", "yes", "2x8192", 540.0, 560.0)])
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for name, text in (("base.md", base), ("x.md", other)):
+            paths.append(os.path.join(d, name))
+            with open(paths[-1], "w") as f:
+                f.write(text)
+        out = subprocess.run([sys.executable, SCRIPT, *paths, os.path.join(d, "skipped.md"), "--names", "base,x,skipped"],
+                             capture_output=True, text=True, check=True).stdout
+    lines = {tuple(c.strip() for c in l.strip().strip("|").split("|")[:3]): [c.strip() for c in l.strip().strip("|").split("|")]
+             for l in out.splitlines() if l.startswith("| ") and not l.startswith("| head_dim")}
+    assert lines[("64", "no", "32x512")][3:] == ["300.0", "330.0", "0.0", "400.0"], lines
+    assert lines[("GQA 32q/8kv, 128", "yes", "2x8192")][3:] == ["600.0", "540.0", "0.0", "550.0"], lines
+    assert ("256", "no", "1x16384") not in lines, "a row without an fa4rt number must be left out"
+    summary = out.strip().splitlines()[-1]
+    assert "base 1.000 (2 rows)" in summary, summary
+    assert "x %.3f (2 rows)" % math.sqrt(330 / 300 * 540 / 600) in summary, summary
+    assert "skipped" not in summary, "a table without rows has no mean"
+    print("compare_attention: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
