@@ -11,47 +11,20 @@ kernels would then not be taken, so an A/B runs with FA4_SELF_CHECK=0.) Alternat
 base) to see the run-to-run spread. Rows missing from a table print 0 and stay out of its mean. Standard
 library only.
 """
-import argparse
 import math
-import os
 import sys
 
-
-def cells(line):
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+from compare_decode import read_all, read_table
 
 
 def read(path):
-    """{(head_dim, causal, batch x seqlen): (fa4rt TFLOP/s, cuDNN TFLOP/s)} in the table's order."""
-    rows, col = {}, None
-    if not os.path.exists(path):  # a run that was skipped (no PyTorch or GPU) or cut off before its table
-        return rows
-    with open(path) as f:
-        for line in f:
-            if not line.startswith("|"):
-                continue
-            c = cells(line)
-            if c[0] == "head_dim" and "fa4rt" in c and "cuDNN" in c:
-                col = (c.index("fa4rt"), c.index("cuDNN"))
-            elif col and len(c) > max(col) and c[0] and not c[0].startswith("-"):
-                try:
-                    rows[(c[0], c[1], c[2])] = (float(c[col[0]]), float(c[col[1]]))
-                except ValueError:
-                    pass  # a row without numbers (an error in its place)
-    return rows
+    """{(head_dim, causal, batch x seqlen): (fa4rt TFLOP/s, cuDNN TFLOP/s)}"""
+    return read_table(path, "head_dim", ("fa4rt", "cuDNN"), lambda c: tuple(c[:3]) if not c[0].startswith("-") else None,
+                      float)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("tables", nargs="+", help="bench_attention.py .md outputs; the first is the reference")
-    ap.add_argument("--names", help="comma-separated column names (default: the file names)")
-    a = ap.parse_args()
-    names = a.names.split(",") if a.names else [os.path.splitext(os.path.basename(p))[0] for p in a.tables]
-    if len(names) != len(a.tables):
-        sys.exit("compare_attention: %d names for %d tables" % (len(names), len(a.tables)))
-    tables = [read(p) for p in a.tables]
-    if not tables[0]:
-        sys.exit("compare_attention: no bench_attention.py rows in %s" % a.tables[0])
+    names, tables = read_all(__doc__.split("\n")[0], "bench_attention.py", read)
     print("| head_dim | causal | b x s | " + " | ".join(names) + " | cuDNN (first) |")
     print("|---" * (len(names) + 4) + "|")
     logs = [[] for _ in names]

@@ -20,35 +20,54 @@ def cells(line):
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def read(path):
-    """{shape: (fa4rt GB/s, best peer GB/s)} in the file's order, by the table header's column names."""
+def read_table(path, first, columns, key_of, number):
+    """{key_of(cells): the `columns` (by the header's names; the header's first cell is `first`) as numbers}
+    in the file's order. Rows whose key is None, or without numbers there, are left out; so is a missing file
+    (a run that was skipped or cut off)."""
     rows, col = {}, None
+    if not os.path.exists(path):
+        return rows
     with open(path) as f:
         for line in f:
             if not line.startswith("|"):
                 continue
             c = cells(line)
-            if c[0] == "shape" and "fa4rt" in c and "best peer" in c:
-                col = (c.index("fa4rt"), c.index("best peer"))
-            elif col and re.match(r"\d+x\d+k? \d+/\d+ sq\d+$", c[0]):
+            if c[0] == first and all(name in c for name in columns):
+                col = [c.index(name) for name in columns]
+                continue
+            key = key_of(c) if col else None
+            if key is not None:
                 try:
-                    rows[c[0]] = (int(c[col[0]]), int(c[col[1]]))
+                    rows[key] = tuple(number(c[i]) for i in col)
                 except (ValueError, IndexError):
-                    pass  # a row without numbers (a peer that could not run)
+                    pass  # a row without numbers (a peer or a kernel that could not run)
     return rows
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("outputs", nargs="+", help="bench_decode.py outputs; the first is the reference")
+def read(path):
+    """{shape: (fa4rt GB/s, best peer GB/s)}"""
+    return read_table(path, "shape", ("fa4rt", "best peer"),
+                      lambda c: c[0] if re.match(r"\d+x\d+k? \d+/\d+ sq\d+$", c[0]) else None, int)
+
+
+def read_all(description, bench, read):
+    """The command line of a comparison of `bench` outputs: their column names and tables, each read by `read`."""
+    tool = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("outputs", nargs="+", help="%s outputs; the first is the reference" % bench)
     ap.add_argument("--names", help="comma-separated column names (default: the file names)")
     a = ap.parse_args()
     names = a.names.split(",") if a.names else [os.path.splitext(os.path.basename(p))[0] for p in a.outputs]
     if len(names) != len(a.outputs):
-        sys.exit("compare_decode: %d names for %d outputs" % (len(names), len(a.outputs)))
+        sys.exit("%s: %d names for %d outputs" % (tool, len(names), len(a.outputs)))
     tables = [read(p) for p in a.outputs]
     if not tables[0]:
-        sys.exit("compare_decode: no bench_decode.py rows in %s" % a.outputs[0])
+        sys.exit("%s: no %s rows in %s" % (tool, bench, a.outputs[0]))
+    return names, tables
+
+
+def main():
+    names, tables = read_all(__doc__.split("\n")[0], "bench_decode.py", read)
     width = max(8, max(len(n) for n in names))
     print("| shape | " + " | ".join(names) + " | best peer | " + " | ".join(n + " / best" for n in names) + " |")
     print("|---" * (2 * len(names) + 2) + "|")
