@@ -3,9 +3,9 @@
 without numbers, and gives each table's geometric mean against the first table's fa4rt column."""
 import math
 import os
-import subprocess
 import sys
-import tempfile
+
+from test_compare_decode import compare
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "compare_attention.py")
 
@@ -25,14 +25,7 @@ def table(rows):
 def main():
     base = table([("64", "no", "32x512", 300.0, 400.0), ("GQA 32q/8kv, 128", "yes", "2x8192", 600.0, 550.0)])
     other = table([("64", "no", "32x512", 330.0, 410.0), ("GQA 32q/8kv, 128", "yes", "2x8192", 540.0, 560.0)])
-    with tempfile.TemporaryDirectory() as d:
-        paths = []
-        for name, text in (("base.md", base), ("x.md", other)):
-            paths.append(os.path.join(d, name))
-            with open(paths[-1], "w") as f:
-                f.write(text)
-        out = subprocess.run([sys.executable, SCRIPT, *paths, os.path.join(d, "skipped.md"), "--names", "base,x,skipped"],
-                             capture_output=True, text=True, check=True).stdout
+    out = compare(SCRIPT, {"base.md": base, "x.md": other, "skipped.md": None}, "base,x,skipped")
     lines = {tuple(c.strip() for c in l.strip().strip("|").split("|")[:3]): [c.strip() for c in l.strip().strip("|").split("|")]
              for l in out.splitlines() if l.startswith("| ") and not l.startswith("| head_dim")}
     assert lines[("64", "no", "32x512")][3:] == ["300.0", "330.0", "0.0", "400.0"], lines

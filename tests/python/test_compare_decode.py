@@ -23,17 +23,24 @@ def table(rows):
     return text
 
 
+def compare(script, files, names):
+    """The script's output over `files` ({file name: text}, written in order to a temporary folder; a name
+    without text is a file that does not exist)."""
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for name, text in files.items():
+            paths.append(os.path.join(d, name))
+            if text is not None:
+                with open(paths[-1], "w") as f:
+                    f.write(text)
+        return subprocess.run([sys.executable, script, *paths, "--names", names], capture_output=True, text=True,
+                              check=True).stdout
+
+
 def main():
     base = table([("1x1k 32/8 sq1", 400, 500, 390, 550, 550), ("64x4k 8/1 sq1", 3300, 3500, 2600, 3600, 3600)])
     other = table([("1x1k 32/8 sq1", 440, 500, 400, 560, 560), ("64x4k 8/1 sq1", 3000, 3400, 2500, 3700, 3700)])
-    with tempfile.TemporaryDirectory() as d:
-        paths = []
-        for name, text in (("base.txt", base), ("x.txt", other)):
-            paths.append(os.path.join(d, name))
-            with open(paths[-1], "w") as f:
-                f.write(text)
-        out = subprocess.run([sys.executable, SCRIPT, *paths, "--names", "base,x"], capture_output=True, text=True,
-                             check=True).stdout
+    out = compare(SCRIPT, {"base.txt": base, "x.txt": other}, "base,x")
     lines = {l.split("|")[1].strip(): [c.strip() for c in l.strip().strip("|").split("|")] for l in out.splitlines()
              if l.startswith("| ") and "sq1" in l}
     # Ratios against the first output's best peer (550 and 3600), whatever the second output's peers read.
