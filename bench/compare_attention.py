@@ -11,10 +11,9 @@ kernels would then not be taken, so an A/B runs with FA4_SELF_CHECK=0.) Alternat
 base) to see the run-to-run spread. Rows missing from a table print 0 and stay out of its mean. Standard
 library only.
 """
-import math
 import sys
 
-from compare_decode import read_all, read_table
+from compare_decode import add_log_ratios, geometric_means, read_all, read_table
 
 
 def read(path):
@@ -30,12 +29,9 @@ def main():
     logs = [[] for _ in names]
     for key, (base, cudnn) in tables[0].items():
         tflops = [t.get(key, (0.0, 0.0))[0] for t in tables]
-        for i, x in enumerate(tflops):
-            if x and base:
-                logs[i].append(math.log(x / base))
+        add_log_ratios(logs, tflops, base)
         print("| %s | %s | %.1f |" % (" | ".join(key), " | ".join("%.1f" % x for x in tflops), cudnn))
-    print("\ngeometric mean against %s: " % names[0] +
-          ", ".join("%s %.3f (%d rows)" % (n, math.exp(sum(l) / len(l)), len(l)) for n, l in zip(names, logs) if l))
+    print("\ngeometric mean against %s: %s" % (names[0], geometric_means(names, logs)))
     return 0
 
 

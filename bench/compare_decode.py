@@ -66,6 +66,18 @@ def read_all(description, bench, read):
     return names, tables
 
 
+def add_log_ratios(logs, values, reference):
+    """logs[i] gains log(values[i] / reference) for each value (a missing one, 0, gains nothing)."""
+    for i, x in enumerate(values):
+        if x and reference:
+            logs[i].append(math.log(x / reference))
+
+
+def geometric_means(names, logs):
+    """Each output's geometric mean ratio and its row count, for the outputs that have rows."""
+    return ", ".join("%s %.3f (%d rows)" % (n, math.exp(sum(l) / len(l)), len(l)) for n, l in zip(names, logs) if l)
+
+
 def main():
     names, tables = read_all(__doc__.split("\n")[0], "bench_decode.py", read)
     width = max(8, max(len(n) for n in names))
@@ -75,13 +87,10 @@ def main():
     logs = [[] for _ in names]
     for shape, (_, best) in tables[0].items():
         gbs = [t.get(shape, (0, 0))[0] for t in tables]
-        for i, g in enumerate(gbs):
-            if g and best:
-                logs[i].append(math.log(g / best))
+        add_log_ratios(logs, gbs, best)
         print("| %s | %s | %d | %s |" % (shape, " | ".join("%*d" % (width, g) for g in gbs), best,
                                          " | ".join("%.2f" % (g / best) if best else "-" for g in gbs)))
-    print("\ngeometric mean of fa4rt / best peer: " +
-          ", ".join("%s %.3f (%d rows)" % (n, math.exp(sum(l) / len(l)), len(l)) for n, l in zip(names, logs) if l))
+    print("\ngeometric mean of fa4rt / best peer: " + geometric_means(names, logs))
     return 0
 
 
