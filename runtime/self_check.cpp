@@ -43,7 +43,7 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 }  // namespace
 
 // Rows and keys with tails, seqlen_q != seqlen_k (causal: the first rows see no key), a q/kv head ratio that
-// selects exactly this key's GQA packing (3, which no kernel packs, for unpacked keys), and enough kv heads
+// selects exactly this key's GQA packing (5, which no kernel packs, for unpacked keys), and enough kv heads
 // for more than twice as many work tiles as the device has multiprocessors: persistent CTAs walk several
 // tiles, non-persistent grids run in several waves. The key's variants: a window, a softcap that bites on
 // these inputs; with sinks the caller points `sinks` at heads_q device logits. Ragged: the second sequence
@@ -55,7 +55,7 @@ AttentionParams self_check_problem(const KernelKey& key, int sm_count, SelfCheck
   p.batch = 2;
   p.seqlen_q = key.causal ? 421 : 300;
   p.seqlen_k = key.causal ? 300 : 421;
-  const int ratio = key.gqa_pack > 1 ? key.gqa_pack : 3;
+  const int ratio = key.gqa_pack > 1 ? key.gqa_pack : 5;
   const int rows_per_tile = 256;  // the largest CTA row block of any backend: the fewest tiles
   const int tiles_per_kv_head =
       (key.gqa_pack > 1 ? ceil_div(p.seqlen_q * key.gqa_pack, rows_per_tile) : ratio * ceil_div(p.seqlen_q, rows_per_tile)) *

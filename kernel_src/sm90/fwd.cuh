@@ -1,25 +1,25 @@
 // FlashAttention-3-class forward for Hopper (sm_90a): TMA loads of Q, K, V and a TMA store of O, wgmma
 // for both GEMMs (S = Q K^T from shared memory, O += P V with P from registers), a producer warp feeding
-// two consumer warpgroups through mbarrier rings. Every number comes from the generated fa4cfg:: preamble
+// two or three consumer warpgroups (the Plan's tile rows / 64) through mbarrier rings. Every number comes from the generated fa4cfg:: preamble
 // (the Plan, runtime/backends/sm90/backend.cpp).
 //
-// A persistent grid: each CTA walks tiles of 128 packed rows (token * gqa_pack + head in pack), each against
+// A persistent grid: each CTA walks tiles of kTileM packed rows (token * gqa_pack + head in pack), each against
 // every K/V block its rows see, highest block first (the masked ones come first). Full dense tiles are dealt
 // out statically; causal and windowed tiles, longest first within each head (later_rows_longer), and ragged
 // tiles (kVarlen: sequence by sequence, lengths from the device arrays) are taken from a counter in the
 // stream's scratch as CTAs come free. The scheduler warp picks each tile, finds its sequence and K/V blocks,
-// and announces all of it to the other roles through a small shared-memory ring. 12 warps:
-//   0-3 Consumer0, 4-7 Consumer1: rows 0-63 and 64-127 of the tile (the wgmma M of 64)
-//   8 Producer: one thread issues the TMA loads (Q once per tile; K and V rings; paged: lane p piece p)
-//   9 Storer: one thread issues the TMA store of each tile's O, so no consumer waits for it (the last tile
-//     of a ragged sequence: the warp stores its rows, so that none lands in the next sequence's)
-//   10 Scheduler: draws and decodes the tiles (a role of its own: the producer warpgroup's registers are few)
-//   11 idle; setmaxnreg moves the warpgroup's registers to the consumers, which hold S, P and O at once
+// and announces all of it to the other roles through a small shared-memory ring. Warps, with C consumers:
+//   4c .. 4c + 3 Consumer c: rows 64c .. 64c + 63 of the tile (the wgmma M of 64)
+//   4C Producer: one thread issues the TMA loads (Q once per tile; K and V rings; paged: lane p piece p)
+//   4C + 1 Storer: one thread issues the TMA store of each tile's O, so no consumer waits for it (the last
+//     tile of a ragged sequence: the warp stores its rows, so that none lands in the next sequence's)
+//   4C + 2 Scheduler: draws and decodes the tiles (a role of its own: the producer warpgroup's registers are few)
+//   4C + 3 idle; setmaxnreg moves the warpgroup's registers to the consumers, which hold S, P and O at once
 // A consumer overlaps its softmax of block j with its own PV of block j-1 on the tensor cores:
 //   issue S_j = Q K_j^T, issue O += P_(j-1) V_(j-1); wait for S_j; softmax (max, exp2, row sum);
 //   wait for the PV; O *= exp2(m_old - m_new); P_j = bf16(S_j).
-// and the two consumers take turns to issue (ping-pong through two named barriers), so one's softmax runs
-// while the other's wgmmas occupy the tensor cores. Each consumer writes its rows of O into shared memory
+// and the consumers take turns to issue (ping-pong in a ring of named barriers), so one's softmax runs
+// while another's wgmmas occupy the tensor cores. Each consumer writes its rows of O into shared memory
 // (over its own rows of Q when the Plan stages O there) and goes on to the next tile.
 #include "common/block_range.h"
 #include "common/math.cuh"
@@ -46,22 +46,26 @@ constexpr u32 kSpan = swizzle_span(kSwizzle);
 constexpr int kBoxCols = kTmaQBoxCols;
 constexpr bool kOAliasesQ = kSmemOOffset == kSmemQOffset;
 constexpr float kLn2 = 0.6931471805599453f;
-constexpr u32 kConsumerThreads = 2 * 128;
-constexpr u32 kStoreBarrier = 1;  // named barrier: both consumers' O rows are staged (0 is __syncthreads)
+constexpr int kConsumers = kM / kWgRows;
+constexpr u32 kConsumerWarps = 4 * kConsumers;
+constexpr u32 kConsumerThreads = 128 * kConsumers;
+constexpr u32 kStoreBarrier = 1;  // named barrier: every consumer's O rows are staged (0 is __syncthreads)
 constexpr u32 kTurnBarrier = 2;   // 2 + w: consumer w may issue its wgmmas
-constexpr u32 kTailBarrier = 4;   // a tile's top V block is cleaned past its sequence (clean_v_tail)
+constexpr u32 kTailBarrier = kTurnBarrier + kConsumers;  // a tile's top V block is cleaned past its sequence (clean_v_tail)
 constexpr int kTileSlots = 2;     // announced tiles in flight
-constexpr u32 kTileReaders = 8 + 1 + 1;  // consumer warps, the storer and the producer
+constexpr u32 kTileReaders = kConsumerWarps + 1 + 1;  // consumer warps, the storer and the producer
 // Causal and windowed tiles differ in length (dealt out statically, a window's 16k x 16k problem ran at 0.87
 // of causal on the H200), and a ragged batch's tiles are found only on the device: hand them out as CTAs
 // come free.
 constexpr bool kDynamicTiles = kCausal || kWindow || kVarlen;
 static_assert(kDynamicTiles == (kScratchBytesPerCta > 0), "dynamic tiles need the Plan's scratch for their counters");
 static_assert(kBarTileFullCount == kTileSlots && kBarTileEmptyArrivals == kTileReaders, "the Plan's tile ring");
-static_assert(kBarKEmptyArrivals == 8 && kBarVEmptyArrivals == 8, "one release per consumer warp");
-static_assert(kBarQEmptyArrivals == (kOAliasesQ ? 1 : 8), "Q is released by the storer (O over Q) or per consumer warp");
+static_assert(kBarKEmptyArrivals == kConsumerWarps && kBarVEmptyArrivals == kConsumerWarps, "one release per consumer warp");
+static_assert(kBarQEmptyArrivals == (kOAliasesQ ? 1 : kConsumerWarps), "Q is released by the storer (O over Q) or per consumer warp");
 #define FA4_NEG_INF __int_as_float(0xff800000u)
-static_assert(kM == 2 * kWgRows && kThreads == 384, "two consumer warpgroups of 64 rows and a producer warpgroup");
+static_assert((kConsumers == 2 || kConsumers == 3) && kM == kConsumers * kWgRows && kThreads == 128 * (kConsumers + 1) &&
+                  kRoleProducerFirstWarp == kConsumerWarps,
+              "two or three consumer warpgroups of 64 rows and a producer warpgroup");
 static_assert(kD % 16 == 0 && kN % 16 == 0 && kD % kBoxCols == 0 && kDv % kBoxCols == 0, "whole MMA steps and TMA boxes");
 // The wgmma descriptors carry base offset 0: every tile and box starts on a swizzle repeat (8 rows of kSpan).
 static_assert(kSmemQOffset % (8 * kSpan) == 0 && kSmemOOffset % (8 * kSpan) == 0 && kSmemKOffset % (8 * kSpan) == 0 &&
@@ -364,7 +368,7 @@ __device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Sme
 }
 
 // ---- Storer ------------------------------------------------------------------------------------------
-// Once both consumers have staged their O rows: one thread's TMA store of the tile, and when it has read the
+// Once every consumer has staged its O rows: one thread's TMA store of the tile, and when it has read the
 // buffer, the buffer is free again (o_empty, or q_empty when O lies over Q). The last tile of a ragged
 // sequence ends inside the packed rows, where a whole box would overwrite the next sequence's: the warp
 // copies its own rows instead.
@@ -506,11 +510,14 @@ __device__ __forceinline__ void rescale_o(float (&o)[kDv / 2], const float (&sca
   for (int i = 0; i < kDv / 2; ++i) o[i] *= scale[(i / 2) % 2];
 }
 
-// Ping-pong: a consumer issues its wgmmas only in its turn and hands the turn over once they are issued.
-// Both consumers have the same number of issue points per tile (same blocks), so the turns alternate
-// strictly; consumer 1 hands consumer 0 the first turn.
-__device__ __forceinline__ void take_turn(int wg) { named_barrier_sync(kTurnBarrier + wg, kConsumerThreads); }
-__device__ __forceinline__ void pass_turn(int wg) { named_barrier_arrive(kTurnBarrier + (1 - wg), kConsumerThreads); }
+// Ping-pong: a consumer issues its wgmmas only in its turn and hands the turn to the next one (in a ring)
+// once they are issued. Every consumer has the same number of issue points per tile (same blocks), so the
+// turns go round strictly; the last consumer hands consumer 0 the first turn. A turn barrier counts the
+// consumer that waits and the one that arrives.
+__device__ __forceinline__ void take_turn(int wg) { named_barrier_sync(kTurnBarrier + wg, 2 * 128); }
+__device__ __forceinline__ void pass_turn(int wg) {
+  named_barrier_arrive(kTurnBarrier + (wg + 1 == kConsumers ? 0 : wg + 1), 2 * 128);
+}
 
 // wgmma.fence orders earlier register writes before the wgmmas that read them, but only for writes the
 // compiler has already placed: tying the registers here keeps it from moving O's rescale or P's packing
@@ -556,7 +563,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
   TileFeed feed;
   u32 tile_phase = 0;
   const int v_piece = kPaged ? fa4k::paged_piece_rows(kN, a.page_size_log2) : kN;  // V slots' layout
-  if (wg == 1) pass_turn(wg);
+  if (wg == kConsumers - 1) pass_turn(wg);
   for (Work w = feed.next(b); w.m_block >= 0; w = feed.next(b), tile_phase ^= 1) {
     // Keys row r may see: first[r] <= c < limit[r] (bottom-right causal and window alignment, the seqlen_k
     // tail). A block is masked when it is one of the first n_masked or the last n_masked_low visited.
@@ -702,6 +709,6 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
     if (warp == kRoleSchedulerFirstWarp) scheduler(args, sm);
   } else {
     setmaxnreg_inc<kRoleConsumer0Regs>();
-    consumer(args, sm, warp < kRoleConsumer1FirstWarp ? 0 : 1);
+    consumer(args, sm, warp < 4 ? 0 : kConsumers == 2 || warp < 8 ? 1 : 2);  // (a range ptxas sees: fewer registers)
   }
 }

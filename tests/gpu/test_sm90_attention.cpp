@@ -1,10 +1,12 @@
-// The Hopper kernel (Backend::sm90: TMA, wgmma, a producer warpgroup and two consumer warpgroups) on the
+// The Hopper kernel (Backend::sm90: TMA, wgmma, a producer warpgroup and two consumer warpgroups, three at
+// d64) on the
 // H200, through the public API. Random inputs, outputs poisoned before every run, EVERY element of O and
 // of the LSE compared with the float64 CPU reference (small problems) or the float32 GPU reference (large
 // ones), the padding around strided outputs checked untouched (verify/attention_check.hpp).
 //
 // Coverage: every head dim it takes, (64,64), (96,96), (128,128), (192,128), (256,256); bf16 and fp16; GQA
-// ratios 1, 3 (does not divide the tile: one q head per tile), 4, 8 and MQA (packed tiles); sequence
+// ratios 1, 3 (does not divide the 128-row tile: one q head per tile), 4, 8 and MQA (packed tiles), and at
+// d64 (192-row tiles) 3, 6 and 24 packed, 5 not; sequence
 // lengths with tails and seqlen_q != seqlen_k both ways (causal rows that see no key); near one-hot softmax
 // (many max changes); LSE on and off; strided layouts; persistent grids with more tiles than SMs, where
 // barrier phases and the Q/O buffers carry from tile to tile.
@@ -29,6 +31,14 @@ std::vector<Case> sm90_cases() {
                              gqa_cases({{"gqa1", 4, 4}, {"gqa3", 6, 2}, {"gqa4", 8, 2}, {"gqa8", 16, 2}, {"mqa", 8, 1}}),
                              extreme_logit_cases()})
     cases.insert(cases.end(), family.begin(), family.end());
+  for (auto [q, kv] : {std::pair{6, 2}, {10, 2}, {12, 2}, {24, 1}})  // three consumer warpgroups' tiles, packed or not
+    for (bool causal : {false, true}) {
+      Case c;
+      c.name = "gqa" + std::to_string(q / kv) + "_bf16_d64_" + mask_name(causal);
+      c.d = c.dv = 64, c.causal = causal, c.batch = 2, c.heads_q = q, c.heads_kv = kv;
+      c.shapes = {{300, 300}, {100, 260}, {700, 130}};
+      cases.push_back(c);
+    }
   for (int d : {64, 128, 256})
     for (bool causal : {false, true}) {
       Case c;

@@ -10,28 +10,41 @@
 namespace fa4::detail {
 namespace {
 
-constexpr int kTileM = 128;          // two consumer warpgroups of 64 rows (the wgmma M)
+constexpr int kWgRows = 64;          // rows per consumer warpgroup (the wgmma M)
 constexpr int kSmemBudget = 232448;  // sm_90 opt-in shared memory per block
 constexpr int kMaxStages = 4;        // deeper rings buy nothing once loads hide behind two blocks of MMAs
 
-// Registers per thread after setmaxnreg: 128 * producer + 256 * consumer <= 384 * 168, the CTA's launch
-// allocation (setmaxnreg moves registers between its warpgroups; an increase past it waits forever). ptxas
-// compiles the consumer code against its own budget, so S, P and O fit in registers at once.
-constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-
 int round_up(int x, int to) { return (x + to - 1) / to * to; }
+
+// Rows per tile: three consumer warpgroups at d <= 64, where a row's softmax costs as much as its two GEMMs
+// and a third warpgroup keeps the tensor cores fed while two run softmax; two elsewhere, where S, P and O
+// of a 64-row slice need more registers than a third warpgroup would leave each.
+int tile_m(int head_dim) { return head_dim <= 64 ? 3 * kWgRows : 2 * kWgRows; }
+
+// Registers per thread after setmaxnreg: 128 * producer + consumer threads * consumer <= the CTA's launch
+// allocation, 65536 registers over its threads rounded down to 8 (setmaxnreg moves registers between its
+// warpgroups; an increase past it waits forever). ptxas compiles the consumer code against its own budget,
+// so S, P and O fit in registers at once.
+struct RegisterSplit {
+  int producer, consumer;
+};
+RegisterSplit register_split(int consumers) {
+  const int producer = consumers == 2 ? 40 : 32;  // the scheduler's ragged search fits in 32
+  const int launch = 65536 / (128 * (consumers + 1)) / 8 * 8;
+  return {producer, ((consumers + 1) * launch - producer) / consumers / 8 * 8};
+}
 
 // Keys per K/V block: the QK wgmma's N. As wide as a consumer's registers hold S (N/2 fp32), P (N/4) and O
 // (dv/2) at once and two stages of K and V fit beside Q, and where possible O's own buffer too (then the
 // next tile's Q loads while O is stored); causal tiles use 128 for d <= 128, so fewer keys of the diagonal
-// blocks are masked away.
+// blocks are masked away. At d <= 64 three consumers' S, P and O leave room for 128 keys.
 // A paged block loads in pieces of fa4k::paged_piece_rows keys (the page, at most the largest power of two
 // dividing the width), one TMA copy a lane. Pieces of 32 or more rows fill the ring as fast as whole blocks
 // (tools/tma_page_probe.cu, from HBM: 4405 GB/s in pieces of 32, 4360 in blocks of 128), so a paged cache
-// keeps the width when it is a multiple of 32 (160, 192) and narrows to the power of two below it otherwise
+// keeps the width when it is a multiple of 32 (160) and narrows to the power of two below it otherwise
 // (112 and 80 would load in pieces of 16).
 int tile_n(int head_dim, bool causal, bool paged) {
-  const int n = head_dim <= 64 ? (causal ? 128 : 192) : head_dim <= 96 ? 128 : head_dim <= 128 ? (causal ? 128 : 160)
+  const int n = head_dim <= 96 ? 128 : head_dim <= 128 ? (causal ? 128 : 160)
                 : head_dim <= 192 ? 112 : 80;
   if (!paged || n % 32 == 0) return n;
   int pow2 = 1;
@@ -39,7 +52,7 @@ int tile_n(int head_dim, bool causal, bool paged) {
   return pow2;
 }
 
-int gqa_pack(int q_heads_per_kv) { return q_heads_per_kv > 1 && kTileM % q_heads_per_kv == 0 ? q_heads_per_kv : 1; }
+int gqa_pack(int rows, int q_heads_per_kv) { return q_heads_per_kv > 1 && rows % q_heads_per_kv == 0 ? q_heads_per_kv : 1; }
 
 class Sm90Backend final : public KernelBackend {
  public:
@@ -50,7 +63,7 @@ class Sm90Backend final : public KernelBackend {
   KernelKey key(KernelKey base, const KernelConfig& config, int) const override {
     base.arch = 90;
     base.variant = ArchVariant::specific;
-    base.gqa_pack = gqa_pack(config.q_heads_per_kv);
+    base.gqa_pack = gqa_pack(tile_m(base.head_dim), config.q_heads_per_kv);
     return base;
   }
   bool supports(const KernelKey& key, std::string* why) const override;
@@ -71,7 +84,7 @@ bool Sm90Backend::supports(const KernelKey& key, std::string* why) const {
   if (key.backend != id()) return no("not an sm90 key");
   if (key.fault != DebugFault::none) return no("debug faults are built into the sm100 kernel only");
   const std::string gap =
-      dense_prefill_gap(key, "sm90", kTileM, {{64, 64}, {96, 96}, {128, 128}, {256, 256}, {192, 128}});
+      dense_prefill_gap(key, "sm90", tile_m(key.head_dim), {{64, 64}, {96, 96}, {128, 128}, {256, 256}, {192, 128}});
   return gap.empty() || no(gap);
 }
 
@@ -80,8 +93,10 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   p.key = key;
   p.kernel_name = "fa4_sm90_fwd";
   p.source = "sm90/fwd.cuh";
-  p.threads = 384;
-  p.tile_m = kTileM;
+  const int consumers = tile_m(key.head_dim) / kWgRows, consumer_warps = 4 * consumers;
+  const RegisterSplit regs = register_split(consumers);
+  p.threads = 128 * (consumers + 1);
+  p.tile_m = consumers * kWgRows;
   p.tile_n = tile_n(key.head_dim, key.causal, key.paged);
   // One CTA per SM walks the tiles. Full dense tiles all cost the same and are dealt out statically; causal
   // and windowed tiles (longest first within each head) and ragged ones (found on the device, sequence by
@@ -95,7 +110,7 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   const int d = key.head_dim, dv = key.head_dim_v, n = p.tile_n;
   const int swizzle = (d % 64 == 0 && dv % 64 == 0) ? 128 : 64;
   const int box_cols = swizzle / 2;
-  const int q_bytes = kTileM * d * 2, o_bytes = kTileM * dv * 2;
+  const int rows = p.tile_m, q_bytes = rows * d * 2, o_bytes = rows * dv * 2;
   const int k_slot = n * d * 2, v_slot = n * dv * 2;
   constexpr int kTileSlots = 2;      // tiles the scheduler announces ahead (the kernel's ring) ...
   constexpr int kAnnounceBytes = 64;  // ... each with its sequence and K/V blocks (the kernel's Work)
@@ -125,7 +140,7 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
     offset += bytes;
   };
   const std::string boxes = "TMA boxes of " + std::to_string(box_cols) + " columns, " + std::to_string(swizzle) + "B swizzle";
-  add("Q", q_bytes, 0, "the Q tile, 128 rows x d, " + boxes);
+  add("Q", q_bytes, 0, "the Q tile, " + std::to_string(rows) + " rows x d, " + boxes);
   add("K", stages * k_slot, k_slot, std::to_string(stages) + " K blocks of " + std::to_string(n) + " rows x d");
   add("V", stages * v_slot, v_slot, std::to_string(stages) + " V blocks of " + std::to_string(n) + " rows x dv");
   if (o_aliases_q)
@@ -135,46 +150,48 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   add("Bars", barrier_bytes(stages), 0, "mbarriers (see the barrier list) and the announced tiles", 16);
   p.smem_bytes = round_up(offset, 16);
 
-  p.roles = {
-      {"Consumer0", 0, 4, kConsumerRegs,
-       "rows 0-63: S = Q K^T (wgmma SS), online softmax, O += P V (wgmma RS) overlapped with the next softmax, "
-       "its rows of O normalised into shared memory"},
-      {"Consumer1", 4, 4, kConsumerRegs, "rows 64-127, the same"},
-      {"Producer", 8, 1, kProducerRegs,
-       "one thread issues the TMA loads of the K and V rings and Q, K a column box a copy, V every box of its rows "
-       "in one (paged: lane p looks up and loads piece p of each block)"},
-      {"Storer", 9, 1, kProducerRegs,
-       "one thread issues the TMA store of O once both consumers staged their rows (the warp copies the rows of a "
-       "ragged sequence's last tile)"},
-      {"Scheduler", 10, 1, kProducerRegs,
-       "draws the tiles (ragged: finds each one's sequence) and announces them with their K/V blocks"},
-      {"Spare", 11, 1, kProducerRegs, "idle (the producer warpgroup gives its registers to the consumers)"},
-  };
+  for (int c = 0; c < consumers; ++c)
+    p.roles.push_back({"Consumer" + std::to_string(c), 4 * c, 4, regs.consumer,
+                       "rows " + std::to_string(c * kWgRows) + "-" + std::to_string(c * kWgRows + kWgRows - 1) +
+                           (c == 0 ? ": S = Q K^T (wgmma SS), online softmax, O += P V (wgmma RS) overlapped with the next "
+                                     "softmax, its rows of O normalised into shared memory"
+                                   : ", the same")});
+  p.roles.push_back({"Producer", consumer_warps, 1, regs.producer,
+                     "one thread issues the TMA loads of the K and V rings and Q, K a column box a copy, V every box of "
+                     "its rows in one (paged: lane p looks up and loads piece p of each block)"});
+  p.roles.push_back({"Storer", consumer_warps + 1, 1, regs.producer,
+                     "one thread issues the TMA store of O once every consumer has staged its rows (the warp copies the rows "
+                     "of a ragged sequence's last tile)"});
+  p.roles.push_back({"Scheduler", consumer_warps + 2, 1, regs.producer,
+                     "draws the tiles (ragged: finds each one's sequence) and announces them with their K/V blocks"});
+  p.roles.push_back({"Spare", consumer_warps + 3, 1, regs.producer,
+                     "idle (the producer warpgroup gives its registers to the consumers)"});
   p.barriers = {
       {"QFull", 1, 1, true, "Producer", "Consumers", "Q tile landed (" + std::to_string(q_bytes) + " B)"},
-      {"QEmpty", 1, o_aliases_q ? 1 : 8, false, o_aliases_q ? "Storer" : "Consumers (one per warp)", "Producer",
+      {"QEmpty", 1, o_aliases_q ? 1 : consumer_warps, false, o_aliases_q ? "Storer" : "Consumers (one per warp)", "Producer",
        o_aliases_q ? "the O store has read the Q buffer" : "every QK of the tile is complete"},
       {"KFull", stages, 1, true, "Producer", "Consumers", "K block landed"},
-      {"KEmpty", stages, 8, false, "Consumers (one per warp)", "Producer", "the QK reading the K block is complete"},
+      {"KEmpty", stages, consumer_warps, false, "Consumers (one per warp)", "Producer", "the QK reading the K block is complete"},
       {"VFull", stages, 1, true, "Producer", "Consumers", "V block landed"},
-      {"VEmpty", stages, 8, false, "Consumers (one per warp)", "Producer", "the PV reading the V block is complete"},
+      {"VEmpty", stages, consumer_warps, false, "Consumers (one per warp)", "Producer", "the PV reading the V block is complete"},
       {"OEmpty", 1, 1, false, "Storer", "Consumers", o_aliases_q ? "unused: O lies over Q (QEmpty)" : "the O store has read the O buffer"},
       {"TileFull", kTileSlots, 1, false, "Scheduler", "Consumers, Storer, Producer", "the next tile (or none) is announced"},
-      {"TileEmpty", kTileSlots, 10, false, "Consumers, Storer, Producer (one per warp)", "Scheduler", "the announcement is read"},
+      {"TileEmpty", kTileSlots, consumer_warps + 2, false, "Consumers, Storer, Producer (one per warp)", "Scheduler", "the announcement is read"},
   };
   p.tma = {
-      {"Q", box_cols, kTileM / key.gqa_pack, swizzle},
+      {"Q", box_cols, rows / key.gqa_pack, swizzle},
       {"K", box_cols, n, swizzle},
       // One copy brings a V piece's every column box: a paged block of pages of 16 goes in half the copies.
       {"V", box_cols, n, swizzle, dv / box_cols},
-      {"O", box_cols, kTileM / key.gqa_pack, swizzle},
+      {"O", box_cols, rows / key.gqa_pack, swizzle},
   };
   p.risks = {
       "Bounded waits: the producer's barrier waits trap after " + std::to_string(p.wait_timeout_ms) +
           " ms (a preempted or debugged kernel could trip it); the consumers' waits do not (a trap path among the "
           "wgmmas makes ptxas serialize them), so a consumer waits only on loads the producer issued.",
-      "The consumers take turns to issue wgmmas (ping-pong) and both hold the same blocks, so their loops must "
-      "stay in step: a change that lets one warpgroup skip a block deadlocks the turn barriers.",
+      "The consumers take turns to issue wgmmas (ping-pong, in a ring of " + std::to_string(consumers) +
+          ") and all hold the same blocks, so their loops must stay in step: a change that lets one warpgroup skip a "
+          "block deadlocks the turn barriers.",
       "Causal and ragged tiles are drawn from counters in the stream's scratch, which the last CTA to finish drawing "
       "zeroes for the next launch: a kernel killed mid-launch (a trap) leaves them set, but a trap also ends the context.",
       "Ragged batches: the scheduler warp finds each tile's sequence by reading cu_seqlens_q 32 sequences at a time; "
