@@ -437,12 +437,26 @@ __device__ __forceinline__ bool softcap_bias_fixed(const fa4k::AttentionArgs& a)
   return fa4k::softcap_bias_fixed(kSoftcap, kBf16, a.scale_log2);
 }
 
-// Online softmax of one block: softcaps the scores (kSoftcap), masks keys outside [first[r], limit[r]) (when `masked`),
+// The keys row r of a thread's two (packed rows packed_row0 + 8 r) may see: [first[r], limit[r]) (bottom-right
+// causal and window alignment, the seqlen_k tail). Computed where a block is masked, from the tile, so that
+// no register holds them across the K/V loop.
+__device__ __forceinline__ void row_keys(const fa4k::AttentionArgs& a, const Work& w, int packed_row0, int (&first)[2],
+                                         int (&limit)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int token = (packed_row0 + 8 * r) / kPack, seqlen_k = w.seq.seqlen_k;
+    const long long diag = static_cast<long long>(seqlen_k) - w.seq.seqlen_q;
+    limit[r] = kCausal || kWindow ? fa4k::visible_last_key(token, diag, seqlen_k, kWindow ? a.window_right : 0) + 1 : seqlen_k;
+    first[r] = kWindow ? fa4k::visible_first_key(token, diag, seqlen_k, a.window_left) : 0;
+  }
+}
+
+// Online softmax of one block: softcaps the scores (kSoftcap), masks keys outside row_keys (when `masked`),
 // updates the row max m and the thread's partial row sum l, leaves exp2(S * scale_log2 - m * scale_log2) in
 // s and the factor the previous O must be multiplied by in scale. With softcap_bias_fixed, m stays at the
 // fixed bias (the consumer sets it per tile) and scale at 1.
 __device__ __forceinline__ void softmax_block(float (&s)[kN / 2], float (&m)[2], float (&l)[2], float (&scale)[2],
-                                              bool masked, int key0, const int (&first)[2], const int (&limit)[2],
+                                              bool masked, int key0, const Work& w, int packed_row0,
                                               const fa4k::AttentionArgs& a) {
   const float scale_log2 = a.scale_log2;  // with softcap: cap * log2(e) (the scores become tanh)
   if constexpr (kSoftcap) {
@@ -451,6 +465,8 @@ __device__ __forceinline__ void softmax_block(float (&s)[kN / 2], float (&m)[2],
   }
   const int col0 = key0 + 2 * static_cast<int>(threadIdx.x % 4);
   if (masked) {
+    int first[2], limit[2];
+    row_keys(a, w, packed_row0, first, limit);
 #pragma unroll
     for (int g = 0; g < kN / 8; ++g)
 #pragma unroll
@@ -565,18 +581,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
   const int v_piece = kPaged ? fa4k::paged_piece_rows(kN, a.page_size_log2) : kN;  // V slots' layout
   if (wg == kConsumers - 1) pass_turn(wg);
   for (Work w = feed.next(b); w.m_block >= 0; w = feed.next(b), tile_phase ^= 1) {
-    // Keys row r may see: first[r] <= c < limit[r] (bottom-right causal and window alignment, the seqlen_k
-    // tail). A block is masked when it is one of the first n_masked or the last n_masked_low visited.
-    int token[2], first[2], limit[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      token[r] = (w.m_block * kM + row0 + 8 * r) / kPack;
-      const int seqlen_k = w.seq.seqlen_k;
-      const long long diag = static_cast<long long>(seqlen_k) - w.seq.seqlen_q;
-      limit[r] = kCausal || kWindow ? fa4k::visible_last_key(token[r], diag, seqlen_k, kWindow ? a.window_right : 0) + 1
-                                    : seqlen_k;
-      first[r] = kWindow ? fa4k::visible_first_key(token[r], diag, seqlen_k, a.window_left) : 0;
-    }
+    // A block is masked when it is one of the first n_masked or the last n_masked_low visited.
     const int low_masked_from = w.blocks.n_blocks - w.blocks.n_masked_low;
     float o[kDv / 2], s[kN / 2], m[2] = {FA4_NEG_INF, FA4_NEG_INF}, l[2] = {0.f, 0.f}, scale[2];
     if (softcap_bias_fixed(a)) m[0] = m[1] = fa4k::softcap_fixed_max(a.scale_log2);
@@ -603,8 +608,8 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
       fence_registers(s);
       release(&b.k_empty[ring.index]);
       if (!kOAliasesQ && j == n - 1) release(&b.q_empty);  // every QK of this consumer has read Q
-      softmax_block(s, m, l, scale, j < w.blocks.n_masked || j >= low_masked_from, (w.blocks.n_first - j) * kN, first,
-                    limit, a);
+      softmax_block(s, m, l, scale, j < w.blocks.n_masked || j >= low_masked_from, (w.blocks.n_first - j) * kN, w,
+                    w.m_block * kM + row0, a);
       if (j > 0) {
         wgmma_wait<0>();  // PV_(j-1)
         fence_registers(o);
@@ -648,8 +653,9 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
         const int q_head = kPack > 1 ? w.group * kPack + packed_row % kPack : w.group;
         float lse = sum > 0.f ? (m[r] * a.scale_log2 + __log2f(sum)) * kLn2 : FA4_NEG_INF;
         if constexpr (kSinks) lse = fa4k::add_sink(lse, a.sinks[q_head], inv[r]);
-        if (kWriteLse && lane % 4 == 0 && token[r] < w.seq.seqlen_q)
-          a.lse[fa4k::lse_offset(a, w.batch, q_head, w.seq.q_row0, token[r])] = lse;
+        const int token = packed_row / kPack;
+        if (kWriteLse && lane % 4 == 0 && token < w.seq.seqlen_q)
+          a.lse[fa4k::lse_offset(a, w.batch, q_head, w.seq.q_row0, token)] = lse;
       }
     }
     // This consumer's rows of O: over its own rows of Q (which only its own, complete, QKs read), or in

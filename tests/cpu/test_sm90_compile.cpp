@@ -150,5 +150,28 @@ TEST_P(Sm90Compile, CompilesWithoutSpillsOrSerializedWgmma) {
 
 INSTANTIATE_TEST_SUITE_P(Configs, Sm90Compile, testing::ValuesIn(sm90_keys()), key_label);
 
+// Every combination of flags at the two head dims whose consumers have the fewest registers to spare: d64
+// (three consumer warpgroups at 160 registers, two with softcap) and d256 (S, P and a 128-column O in
+// 232). ptxas's allocation is not monotone in the flags (a form with all variants may fit where one with
+// fewer spills), so each form is compiled.
+std::vector<KernelKey> tight_keys() {
+  std::vector<KernelKey> keys;
+  for (int d : {64, 256})
+    for (int flags = 0; flags < 512; ++flags) {
+      KernelConfig c;
+      c.backend = Backend::sm90;
+      c.head_dim = c.head_dim_v = d;
+      c.dtype = flags & 1 ? DType::fp16 : DType::bf16;
+      c.causal = flags & 2, c.lse = flags & 4, c.varlen = flags & 8, c.paged = flags & 16;
+      c.softcap = flags & 32, c.window = flags & 64, c.sinks = flags & 128;
+      c.q_heads_per_kv = flags & 256 ? 8 : 1;  // GQA packing
+      const KernelKey key = detail::key_for_config(c, 90);
+      if (detail::supports(key, nullptr)) keys.push_back(key);
+    }
+  return keys;
+}
+
+INSTANTIATE_TEST_SUITE_P(TightForms, Sm90Compile, testing::ValuesIn(tight_keys()), key_label);
+
 }  // namespace
 }  // namespace fa4

@@ -18,8 +18,9 @@ int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
 // Rows per tile: three consumer warpgroups at d <= 64, where a row's softmax costs as much as its two GEMMs
 // and a third warpgroup keeps the tensor cores fed while two run softmax; two elsewhere, where S, P and O
-// of a 64-row slice need more registers than a third warpgroup would leave each.
-int tile_m(int head_dim) { return head_dim <= 64 ? 3 * kWgRows : 2 * kWgRows; }
+// of a 64-row slice need more registers than a third warpgroup would leave each, and with softcap (its
+// two paths, fixed and running maximum, spill some d64 forms at 160 registers).
+int tile_m(int head_dim, bool softcap) { return head_dim <= 64 && !softcap ? 3 * kWgRows : 2 * kWgRows; }
 
 // Registers per thread after setmaxnreg: 128 * producer + consumer threads * consumer <= the CTA's launch
 // allocation, 65536 registers over its threads rounded down to 8 (setmaxnreg moves registers between its
@@ -37,15 +38,18 @@ RegisterSplit register_split(int consumers) {
 // Keys per K/V block: the QK wgmma's N. As wide as a consumer's registers hold S (N/2 fp32), P (N/4) and O
 // (dv/2) at once and two stages of K and V fit beside Q, and where possible O's own buffer too (then the
 // next tile's Q loads while O is stored); causal tiles use 128 for d <= 128, so fewer keys of the diagonal
-// blocks are masked away. At d <= 64 three consumers' S, P and O leave room for 128 keys.
+// blocks are masked away; three consumers' S, P and O leave room for 128.
 // A paged block loads in pieces of fa4k::paged_piece_rows keys (the page, at most the largest power of two
 // dividing the width), one TMA copy a lane. Pieces of 32 or more rows fill the ring as fast as whole blocks
 // (tools/tma_page_probe.cu, from HBM: 4405 GB/s in pieces of 32, 4360 in blocks of 128), so a paged cache
-// keeps the width when it is a multiple of 32 (160) and narrows to the power of two below it otherwise
+// keeps the width when it is a multiple of 32 (160, 192) and narrows to the power of two below it otherwise
 // (112 and 80 would load in pieces of 16).
-int tile_n(int head_dim, bool causal, bool paged) {
-  const int n = head_dim <= 96 ? 128 : head_dim <= 128 ? (causal ? 128 : 160)
-                : head_dim <= 192 ? 112 : 80;
+int tile_n(int head_dim, int consumers, bool causal, bool paged) {
+  const int n = head_dim <= 64    ? (causal || consumers == 3 ? 128 : 192)
+                : head_dim <= 96  ? 128
+                : head_dim <= 128 ? (causal ? 128 : 160)
+                : head_dim <= 192 ? 112
+                                  : 80;
   if (!paged || n % 32 == 0) return n;
   int pow2 = 1;
   while (pow2 * 2 <= n) pow2 *= 2;
@@ -63,7 +67,7 @@ class Sm90Backend final : public KernelBackend {
   KernelKey key(KernelKey base, const KernelConfig& config, int) const override {
     base.arch = 90;
     base.variant = ArchVariant::specific;
-    base.gqa_pack = gqa_pack(tile_m(base.head_dim), config.q_heads_per_kv);
+    base.gqa_pack = gqa_pack(tile_m(base.head_dim, base.softcap), config.q_heads_per_kv);
     return base;
   }
   bool supports(const KernelKey& key, std::string* why) const override;
@@ -84,7 +88,7 @@ bool Sm90Backend::supports(const KernelKey& key, std::string* why) const {
   if (key.backend != id()) return no("not an sm90 key");
   if (key.fault != DebugFault::none) return no("debug faults are built into the sm100 kernel only");
   const std::string gap =
-      dense_prefill_gap(key, "sm90", tile_m(key.head_dim), {{64, 64}, {96, 96}, {128, 128}, {256, 256}, {192, 128}});
+      dense_prefill_gap(key, "sm90", tile_m(key.head_dim, key.softcap), {{64, 64}, {96, 96}, {128, 128}, {256, 256}, {192, 128}});
   return gap.empty() || no(gap);
 }
 
@@ -93,11 +97,11 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   p.key = key;
   p.kernel_name = "fa4_sm90_fwd";
   p.source = "sm90/fwd.cuh";
-  const int consumers = tile_m(key.head_dim) / kWgRows, consumer_warps = 4 * consumers;
+  const int consumers = tile_m(key.head_dim, key.softcap) / kWgRows, consumer_warps = 4 * consumers;
   const RegisterSplit regs = register_split(consumers);
   p.threads = 128 * (consumers + 1);
   p.tile_m = consumers * kWgRows;
-  p.tile_n = tile_n(key.head_dim, key.causal, key.paged);
+  p.tile_n = tile_n(key.head_dim, consumers, key.causal, key.paged);
   // One CTA per SM walks the tiles. Full dense tiles all cost the same and are dealt out statically; causal
   // and windowed tiles (longest first within each head) and ragged ones (found on the device, sequence by
   // sequence) are drawn from two int counters in the stream's scratch as CTAs come free.
