@@ -27,6 +27,7 @@
 #   GPU_SESSION_AB_LIBS    decode-ab, attention-ab: libfa4rt.so paths, the baseline first (default: the build's alone), e.g.
 #                          "build-main/libfa4rt.so build/libfa4rt.so" (copy each variant's library out of its
 #                          build, `cp -L build/libfa4rt.so build-x/`, and carry those folders too)
+#   GPU_SESSION_AB_FULL=1  attention-ab: the full prefill sweep (6 sequence lengths per head dim) instead of the quick one
 #   GPU_SESSION_AB_ROWS    decode-ab: bench_decode.py --rows regex (default "sq1"); the table comes back as
 #                          decode_ab.md (bench/compare_decode.py over the libraries' runs)
 set -u
@@ -211,10 +212,12 @@ if wanted attention-ab; then
   for ((i = ${#libs[@]} - 1; i >= 0; i--)); do order+=("${libs[i]}"); done
   ab_tables=()
   ab_names=()
+  sweep=(--quick)
+  [ "${GPU_SESSION_AB_FULL:-0}" = 1 ] && sweep=()
   for lib in "${order[@]}"; do
     name=att-$((${#ab_tables[@]} + 1))-$(basename "$(dirname "$lib")")
     run_stage "$name" 90 3 "wrote|SKIPPED" env FA4_LIB="$lib" FA4_SELF_CHECK=0 \
-      python3 bench/bench_attention.py "$LOGS/$name" --quick
+      python3 bench/bench_attention.py "$LOGS/$name" "${sweep[@]}"
     ab_tables+=("$LOGS/$name.md")
     ab_names+=("${name#att-}")
   done

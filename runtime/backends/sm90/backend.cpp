@@ -37,17 +37,19 @@ RegisterSplit register_split(int consumers) {
 
 // Keys per K/V block: the QK wgmma's N. As wide as a consumer's registers hold S (N/2 fp32), P (N/4) and O
 // (dv/2) at once and two stages of K and V fit beside Q, and where possible O's own buffer too (then the
-// next tile's Q loads while O is stored); causal tiles use 128 for d <= 128, so fewer keys of the diagonal
-// blocks are masked away; three consumers' S, P and O leave room for 128.
+// next tile's Q loads while O is stored); three consumers' S, P and O leave room for 128. At d <= 128, 128:
+// a block that divides the usual sequence lengths (160 left a 512-key sequence's last block a fifth full:
+// d128 32x512 ran at 430 TFLOP/s against 510 with 128, 16x1024 at 533 against 583, equal from 8k on); causal
+// tiles of 128 mask fewer keys of the diagonal blocks. d256 keeps 80 (64: as fast over the sweep, 2 %
+// slower on long non-causal rows).
 // A paged block loads in pieces of fa4k::paged_piece_rows keys (the page, at most the largest power of two
 // dividing the width), one TMA copy a lane. Pieces of 32 or more rows fill the ring as fast as whole blocks
 // (tools/tma_page_probe.cu, from HBM: 4405 GB/s in pieces of 32, 4360 in blocks of 128), so a paged cache
-// keeps the width when it is a multiple of 32 (160, 192) and narrows to the power of two below it otherwise
+// keeps the width when it is a multiple of 32 (128, 192) and narrows to the power of two below it otherwise
 // (112 and 80 would load in pieces of 16).
 int tile_n(int head_dim, int consumers, bool causal, bool paged) {
   const int n = head_dim <= 64    ? (causal || consumers == 3 ? 128 : 192)
-                : head_dim <= 96  ? 128
-                : head_dim <= 128 ? (causal ? 128 : 160)
+                : head_dim <= 128 ? 128
                 : head_dim <= 192 ? 112
                                   : 80;
   if (!paged || n % 32 == 0) return n;
