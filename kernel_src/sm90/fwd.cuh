@@ -1,7 +1,7 @@
 // FlashAttention-3-class forward for Hopper (sm_90a): TMA loads of Q, K, V and a TMA store of O, wgmma
 // for both GEMMs (S = Q K^T from shared memory, O += P V with P from registers), a producer warp feeding
-// two or three consumer warpgroups (the Plan's tile rows / 64) through mbarrier rings. Every number comes from the generated fa4cfg:: preamble
-// (the Plan, runtime/backends/sm90/backend.cpp).
+// two or three consumer warpgroups (the Plan's tile rows / 64) through mbarrier rings. Every number comes
+// from the generated fa4cfg:: preamble (the Plan, runtime/backends/sm90/backend.cpp).
 //
 // A persistent grid: each CTA walks tiles of kTileM packed rows (token * gqa_pack + head in pack), each against
 // every K/V block its rows see, highest block first (the masked ones come first). Full dense tiles are dealt
@@ -51,7 +51,7 @@ constexpr u32 kConsumerWarps = 4 * kConsumers;
 constexpr u32 kConsumerThreads = 128 * kConsumers;
 constexpr u32 kStoreBarrier = 1;  // named barrier: every consumer's O rows are staged (0 is __syncthreads)
 constexpr u32 kTurnBarrier = 2;   // 2 + w: consumer w may issue its wgmmas
-constexpr u32 kTailBarrier = kTurnBarrier + kConsumers;  // a tile's top V block is cleaned past its sequence (clean_v_tail)
+constexpr u32 kTailBarrier = kTurnBarrier + kConsumers;  // a tile's top V block is cleaned (clean_v_tail)
 constexpr int kTileSlots = 2;     // announced tiles in flight
 constexpr u32 kTileReaders = kConsumerWarps + 1 + 1;  // consumer warps, the storer and the producer
 // Causal and windowed tiles differ in length (dealt out statically, a window's 16k x 16k problem ran at 0.87

@@ -89,8 +89,8 @@ bool Sm90Backend::supports(const KernelKey& key, std::string* why) const {
   };
   if (key.backend != id()) return no("not an sm90 key");
   if (key.fault != DebugFault::none) return no("debug faults are built into the sm100 kernel only");
-  const std::string gap =
-      dense_prefill_gap(key, "sm90", tile_m(key.head_dim, key.softcap), {{64, 64}, {96, 96}, {128, 128}, {256, 256}, {192, 128}});
+  const std::string gap = dense_prefill_gap(key, "sm90", tile_m(key.head_dim, key.softcap),
+                                            {{64, 64}, {96, 96}, {128, 128}, {256, 256}, {192, 128}});
   return gap.empty() || no(gap);
 }
 
