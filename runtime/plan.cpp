@@ -95,6 +95,8 @@ bool KernelKey::operator==(const KernelKey& o) const {
          window == o.window && softcap == o.softcap && sinks == o.sinks && fault == o.fault;
 }
 
+int Plan::launch_registers() const { return 65536 / threads / 8 * 8; }
+
 int Plan::registers_total() const {
   int total = 0;
   for (const WarpRole& r : roles) total += r.warps * 32 * r.registers;

@@ -172,6 +172,8 @@ struct FA4_API Plan {
   std::vector<std::string> risks;  // known risks and the fallback chosen
 
   int registers_total() const;     // sum over roles of warps * 32 * registers
+  int launch_registers() const;    // a thread's registers at launch, one CTA per SM: 65536 / threads in
+                                   // steps of 8 (setmaxnreg moves registers within threads x this)
 };
 
 // Grid, block and memory for one launch of a Plan on a given problem.

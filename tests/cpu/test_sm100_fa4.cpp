@@ -13,9 +13,6 @@ namespace {
 
 constexpr int kSmemLimit = 232448;  // 227 KB opt-in per block on sm_100 (and sm_90)
 
-// A thread's registers at launch with __launch_bounds__(threads, 1): 128 at 512 threads, 168 at 384.
-int launch_registers(const Plan& p) { return 65536 / p.threads / 8 * 8; }
-
 std::vector<KernelKey> sm100_keys(Backend backend) {
   std::vector<KernelKey> keys;
   const int arch = backend == Backend::sm100 ? 100 : 90;
@@ -61,7 +58,7 @@ TEST_P(Sm100Plan, Invariants) {
   const Plan p = detail::make_plan(GetParam());
   EXPECT_LE(p.smem_bytes, kSmemLimit);
   EXPECT_LE(p.tmem_columns, 512);
-  EXPECT_EQ(p.registers_total(), p.threads * launch_registers(p))
+  EXPECT_EQ(p.registers_total(), p.threads * p.launch_registers())
       << "setmaxnreg budgets must use exactly the CTA's registers at launch (an increase past them waits forever)";
   EXPECT_EQ(p.q_tiles == 2, p.key.head_dim_v <= 128) << "two Q tiles while S and O of both fit in TMEM";
   EXPECT_GE(p.kv_stages, 2) << "K and V alternate in the ring: fewer than 2 slots deadlocks";
@@ -150,9 +147,9 @@ TEST_P(Sm100Compile, CompilesWithoutSpills) {
   }
   // The launch allocates the reported count a thread; the setmaxnreg budgets share out exactly the cap.
   if (key.backend == Backend::sm100)
-    EXPECT_EQ(r.registers, launch_registers(plan)) << "launch bounds (" << plan.threads << " threads, 1 CTA/SM)";
+    EXPECT_EQ(r.registers, plan.launch_registers()) << "launch bounds (" << plan.threads << " threads, 1 CTA/SM)";
   else
-    EXPECT_LE(r.registers, launch_registers(plan)) << "launch bounds (" << plan.threads << " threads, 1 CTA/SM)";
+    EXPECT_LE(r.registers, plan.launch_registers()) << "launch bounds (" << plan.threads << " threads, 1 CTA/SM)";
   std::cout << key.name() << ": " << k.milliseconds << " ms, " << r.registers << " registers, spills " << r.spill_store_bytes
             << "/" << r.spill_load_bytes << " B\n";
 }

@@ -95,7 +95,7 @@ TEST_P(Sm90Plan, Invariants) {
   EXPECT_LE(p.smem_bytes, kSmemLimit);
   // setmaxnreg only moves registers within what the CTA was launched with: threads x the most ptxas gives
   // each (65536 / threads, in steps of 8). Asking for more makes the consumers' increase wait forever.
-  EXPECT_LE(p.registers_total(), p.threads * (65536 / p.threads / 8 * 8)) << "setmaxnreg budgets exceed the CTA's registers";
+  EXPECT_LE(p.registers_total(), p.threads * p.launch_registers()) << "setmaxnreg budgets exceed the CTA's registers";
   EXPECT_GE(p.kv_stages, 2);
   EXPECT_EQ(p.tile_n % 16, 0) << "PV steps over 16 keys";
   EXPECT_LE(p.tile_n, 256) << "one TMA box and one wgmma N";
@@ -143,8 +143,7 @@ TEST_P(Sm90Compile, CompilesWithoutSpillsOrSerializedWgmma) {
   EXPECT_EQ(r.spill_load_bytes, 0) << "spill loads in " << key.name() << "\n" << k.log;
   EXPECT_EQ(r.stack_bytes, 0) << "local memory in " << key.name() << "\n" << k.log;
   EXPECT_EQ(k.log.find("Potential Performance Loss"), std::string::npos) << key.name() << "\n" << k.log;
-  const int launch_cap = 65536 / plan.threads / 8 * 8;  // 168 at 384 threads, 128 at 512
-  EXPECT_LE(r.registers, launch_cap) << "launch bounds (" << plan.threads << " threads, 1 CTA/SM) cap the entry";
+  EXPECT_LE(r.registers, plan.launch_registers()) << "launch bounds (" << plan.threads << " threads, 1 CTA/SM) cap the entry";
   std::cout << key.name() << ": " << k.milliseconds << " ms, " << r.registers << " registers\n";
 }
 

@@ -1,6 +1,5 @@
 // The Hopper kernel (Backend::sm90: TMA, wgmma, a producer warpgroup and two consumer warpgroups, three at
-// d64) on the
-// H200, through the public API. Random inputs, outputs poisoned before every run, EVERY element of O and
+// d64) on the H200, through the public API. Random inputs, outputs poisoned before every run, EVERY element of O and
 // of the LSE compared with the float64 CPU reference (small problems) or the float32 GPU reference (large
 // ones), the padding around strided outputs checked untouched (verify/attention_check.hpp).
 //

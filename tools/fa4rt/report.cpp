@@ -89,9 +89,9 @@ void roles(std::ostringstream& out, const Plan& p) {
     if (r.registers) out << std::right << std::setw(4) << r.registers << " regs  ";
     out << r.job << "\n";
   }
-  // setmaxnreg moves registers within the CTA's launch allocation: threads x (65536 / threads, in steps of 8).
+  // setmaxnreg moves registers within the CTA's launch allocation (Plan::launch_registers).
   if (p.registers_total())
-    out << "  registers: " << p.registers_total() << " of the CTA's " << p.threads * (65536 / p.threads / 8 * 8) << "\n";
+    out << "  registers: " << p.registers_total() << " of the CTA's " << p.threads * p.launch_registers() << "\n";
 }
 
 void barrier_graph(std::ostringstream& out, const Plan& p) {

@@ -23,16 +23,15 @@ int round_up(int x, int to) { return (x + to - 1) / to * to; }
 int tile_m(int head_dim, bool softcap) { return head_dim <= 64 && !softcap ? 3 * kWgRows : 2 * kWgRows; }
 
 // Registers per thread after setmaxnreg: 128 * producer + consumer threads * consumer <= the CTA's launch
-// allocation, 65536 registers over its threads rounded down to 8 (setmaxnreg moves registers between its
-// warpgroups; an increase past it waits forever). ptxas compiles the consumer code against its own budget,
-// so S, P and O fit in registers at once.
+// allocation (Plan::launch_registers; setmaxnreg moves registers between its warpgroups; an increase past
+// it waits forever). ptxas compiles the consumer code against its own budget, so S, P and O fit in
+// registers at once.
 struct RegisterSplit {
   int producer, consumer;
 };
-RegisterSplit register_split(int consumers) {
+RegisterSplit register_split(int consumers, int launch_registers) {
   const int producer = consumers == 2 ? 40 : 32;  // the scheduler's ragged search fits in 32
-  const int launch = 65536 / (128 * (consumers + 1)) / 8 * 8;
-  return {producer, ((consumers + 1) * launch - producer) / consumers / 8 * 8};
+  return {producer, ((consumers + 1) * launch_registers - producer) / consumers / 8 * 8};
 }
 
 // Keys per K/V block: the QK wgmma's N. As wide as a consumer's registers hold S (N/2 fp32), P (N/4) and O
@@ -100,8 +99,8 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   p.kernel_name = "fa4_sm90_fwd";
   p.source = "sm90/fwd.cuh";
   const int consumers = tile_m(key.head_dim, key.softcap) / kWgRows, consumer_warps = 4 * consumers;
-  const RegisterSplit regs = register_split(consumers);
   p.threads = 128 * (consumers + 1);
+  const RegisterSplit regs = register_split(consumers, p.launch_registers());
   p.tile_m = consumers * kWgRows;
   p.tile_n = tile_n(key.head_dim, consumers, key.causal, key.paged);
   // One CTA per SM walks the tiles. Full dense tiles all cost the same and are dealt out statically; causal
