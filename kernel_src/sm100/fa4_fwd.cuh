@@ -39,6 +39,12 @@ constexpr int kBoxCols = kTmaQBoxCols;     // elements per TMA box row
 constexpr bool kOAliasesQ = kSmemOOffset == kSmemQOffset;
 // P_s lies over S_s (Plan): the next QK into S_s waits for PV_s's commit on PvDone.
 constexpr bool kPvDone = kTmemP0Col >= kTmemS0Col && kTmemP0Col < kTmemS0Col + kTmemS0Cols;
+// There P_s is S_s's top columns: the keys below it (S column = key) are outside P, so that part of the next
+// QK may be issued before the PvDone wait and keep the tensor pipe busy across it.
+constexpr int kKeysBelowP = kPvDone ? kTmemP0Col - kTmemS0Col : 0;
+static_assert(!kPvDone || (kTmemP0Col + kTmemP0Cols == kTmemS0Col + kTmemS0Cols &&
+                           kTmemP1Col - kTmemS1Col == kKeysBelowP && kKeysBelowP % 16 == 0),
+              "Plan: P_s over the top columns of S_s, at the same offset in both tiles, on a QK MMA's N step");
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;  // a thread's registers at launch (__launch_bounds__ below)
 #define FA4_NEG_INF __int_as_float(0xff800000u)
@@ -357,20 +363,26 @@ struct MmaOperands {
     for (int s = 0; s < kQTiles; ++s) q_bar[s] = static_cast<u32>(bar0) - (kSmemKVOffset - kSmemQOffset - s * kSmemQStride) / 16;
   }
 
-  // S_s = Q_s K^T over the head dim, K = 16 per instruction, K in the slot named by `full`. Q_s's descriptor
-  // is K's moved back by the distance between the buffers (same layout fields): derived from the run-time
-  // slot, it stays one base per group instead of one hoisted descriptor per k-step. Each k-step's K
+  // S_s = Q_s K^T over the head dim, K = 16 per instruction, K in the slot named by `full`, for keys
+  // [kKey0, kKey0 + kKeys) of the block (S columns of the same numbers; one MMA group of N = kKeys). Q_s's
+  // descriptor is K's moved back by the distance between the buffers (same layout fields): derived from the
+  // run-time slot, it stays one base per group instead of one hoisted descriptor per k-step. Each k-step's K
   // descriptor is then its Q descriptor moved forward again (Q and K tiles have the same rows, so a k-step is
   // the same offset in both): ptxas keeps the whole chain in uniform registers (one 64-bit uniform add per
   // descriptor) instead of advancing K in vector registers and moving each step to uniform ones (285 -> 270
   // instructions per 32 MMAs at d128). Q lies below the ring, so the distance is positive: zero-extended
   // both ways (the forward move sign-extended it before, and ptxas rebuilt K from Q in two vector
   // instructions per tile; with tile 1's K renamed in mma_two_tiles, d64 152 -> 150 per K/V block, d128
-  // 199 -> 197, (192,128) 234 -> 231). One tile: K blocks have half Q's rows, so a k-step past a box is a
-  // different offset in each, and K's descriptor steps on its own. S goes to S buffer `sb`.
+  // 199 -> 197, (192,128) 234 -> 231). Key kKey0 is that many rows into each of K's boxes. One tile: K
+  // blocks have half Q's rows, so a k-step past a box is a different offset in each, and K's descriptor
+  // steps on its own. S goes to S buffer `sb`.
+  template <int kKey0 = 0, int kKeys = kN>
   __device__ __forceinline__ void qk(int s, u32 full, int sb) const {
     static_assert(kmajor_step(kSwizzle, kM, 0).sbo == kmajor_step(kSwizzle, kN, 0).sbo, "Q and K share the K-major layout");
     static_assert(kSmemQOffset + kQTiles * kSmemQStride <= kSmemKVOffset, "Plan: the Q tiles below the K/V ring");
+    static_assert(kKey0 % 8 == 0 && kKey0 + kKeys <= kN, "whole 8-row groups of the block");
+    constexpr u32 kIdesc = kKeys == kN ? kIdescQk : make_idesc_f16(kM, kKeys, kBf16 ? Format::bf16 : Format::f16, Major::K, Major::K);
+    constexpr u32 kRowBytes = tile_offset(kSwizzle, kN, kKey0, 0);
     const u64 k = k_bar + static_cast<u64>(full) * kUnitsPerBar;
     const u32 k_above_q = full * kUnitsPerBar - q_bar[s];
     const u64 q = k - k_above_q;
@@ -379,7 +391,7 @@ struct MmaOperands {
     for (int kk = 0; kk < kD / 16; ++kk) {
       const u64 q_step = desc_advance(q, kmajor_step(kSwizzle, kM, kk * 16).start);
       const u64 k_step = kM == kN ? q_step + k_above_q : desc_advance(k, kmajor_step(kSwizzle, kN, kk * 16).start);
-      mma_f16_ss_issue(t + (sb ? kTmemS1Col : kTmemS0Col), q_step, k_step, kIdescQk, kk > 0);
+      mma_f16_ss_issue(t + (sb ? kTmemS1Col : kTmemS0Col) + kKey0, q_step, desc_advance(k_step, kRowBytes), kIdesc, kk > 0);
     }
   }
   __device__ __forceinline__ void qk(int s, u32 full) const { qk(s, full, s); }
@@ -420,6 +432,18 @@ __device__ __forceinline__ void mma_two_tiles(const fa4k::AttentionArgs& a, cons
     wait(&b.pv_done[s], parity, "pv_done");
     tcgen05_fence_after_thread_sync();
   };
+  // A QK into S_s (K in slot `full`), behind the PV that reads P_s where `after_pv`: the keys below P_s first,
+  // then the wait, then the keys over P_s, so the tensor pipe has MMAs across the wait's round trip.
+  auto qk_behind_pv = [&](int s, u32 full, u32 parity, bool after_pv) {
+    if constexpr (kAwaitsPv && kKeysBelowP > 0) {
+      op.qk<0, kKeysBelowP>(s, full, s);
+      if (after_pv) await_pv(s, parity);
+      op.qk<kKeysBelowP, kN - kKeysBelowP>(s, opaque(full), s);  // rebuilt: no descriptors held across the wait
+    } else {
+      if (after_pv) await_pv(s, parity);
+      op.qk(s, full);
+    }
+  };
   TileWalk walk;
   for (; walk.next(a); tile_phase ^= 1) {
     const Work& w = walk.w;
@@ -428,8 +452,7 @@ __device__ __forceinline__ void mma_two_tiles(const fa4k::AttentionArgs& a, cons
     wait(ring.kv_full(sm), ring.phase, "kv_full(K)");
     tcgen05_fence_after_thread_sync();
     for (int s = 0; s < kQTiles; ++s) {
-      if (walk.taken > 1) await_pv(s, pv_parity ^ 1);  // the previous tile's last PV_s read P_s
-      op.qk(s, ring.full);
+      qk_behind_pv(s, ring.full, pv_parity ^ 1, walk.taken > 1);  // the previous tile's last PV_s reads P_s
       mma_commit_issue(&b.s_full[s]);
     }
     mma_commit_issue(ring.kv_empty(sm));
@@ -468,10 +491,7 @@ __device__ __forceinline__ void mma_two_tiles(const fa4k::AttentionArgs& a, cons
           mma_commit_issue(&b.o_full[s]);
           if (s == 1) mma_commit_issue(v_pos.kv_empty(sm));
         } else {
-          if (kFault != Fault::tmem_reuse_race) {
-            await_pv(s, pv_parity);
-            op.qk(s, s == 0 ? k_pos.full : k_pos.full_renamed());
-          }
+          if (kFault != Fault::tmem_reuse_race) qk_behind_pv(s, s == 0 ? k_pos.full : k_pos.full_renamed(), pv_parity, true);
           mma_commit_issue(&b.s_full[s]);
           if (s == 1) {  // both tiles' MMAs of V(j-1) and K(j) are issued
             mma_commit_issue(v_pos.kv_empty(sm));

@@ -126,6 +126,18 @@ std::vector<KernelCounts> parse_counts(const std::string& text) {
   return table;
 }
 
+// Keys of a block whose QK columns lie below P where P lies over S's top columns (TMEM map: P0 inside S0):
+// the kernel issues that part of the next QK ahead of its wait for the PV that reads P. 0 elsewhere.
+double keys_below_p(const Plan& plan) {
+  const TmemRegion *s = nullptr, *p = nullptr;
+  for (const TmemRegion& r : plan.tmem) {
+    if (r.name == "S0") s = &r;
+    if (r.name == "P0") p = &r;
+  }
+  if (!s || !p || p->first_column < s->first_column || p->first_column >= s->first_column + s->columns) return 0;
+  return p->first_column - s->first_column;
+}
+
 SpeedPrediction predict(const Plan& plan, const KernelCounts& k, int seqlen) {
   SpeedPrediction p;
   const double tiles = plan.q_tiles, m = plan.tile_m, n = plan.tile_n, d = plan.key.head_dim, dv = plan.key.head_dim_v;
@@ -171,20 +183,22 @@ SpeedPrediction predict(const Plan& plan, const KernelCounts& k, int seqlen) {
   for (const BarrierSpec& b : plan.barriers)
     if (b.producer == b.consumer) self_waits += b.instances;
   if (k.self_waits >= 0) self_waits = k.self_waits;
+  // The QK behind a self-wait has its keys below P issued ahead of the wait: the tensor pipe runs them during
+  // the round trip, which leaves only the rest of it idle.
+  const double drain = std::max(0.0, kHandoffCycles - qk * keys_below_p(plan) / n);
   // A tile's serial chain per block: QK, the softmax of its rows (one warp's pipes alone), PV, and one handoff
-  // per barrier crossing: S full -> softmax, P ready -> MMA warp, and the self-waits per tile.
+  // per barrier crossing (S full -> softmax, P ready -> MMA warp) and a drain per self-wait of the tile.
   const double softmax_alone = std::max({softmax_warp.issue, mufu_cycles(softmax_warp), fma_cycles(softmax_warp), alu_cycles(softmax_warp)});
-  const double handoffs = 2 + self_waits / tiles;
   const double smem_bytes = tiles * (m * d + n * d + n * dv) * 2;  // MMA operand reads: Q and K (QK), V (PV)
 
   p.cycles = {{"tensor", tensor},
-              {"tensor+drains", tensor + self_waits * kHandoffCycles},
+              {"tensor+drains", tensor + self_waits * drain},
               {"MUFU", most(mufu)},
               {"FMA", most(fma)},
               {"ALU", most(alu)},
               {"issue", most(issue)},
               {"smem", smem_bytes / kSmemBytesPerClk},
-              {"chain", qk + pv + softmax_alone + handoffs * kHandoffCycles}};
+              {"chain", qk + pv + softmax_alone + 2 * kHandoffCycles + self_waits / tiles * drain}};
   for (const auto& [name, cycles] : p.cycles)
     if (cycles > p.period) p.period = cycles, p.bound = name;
   p.tflops = p.flops_per_block / p.period * kClockHz * kSms / 1e12;

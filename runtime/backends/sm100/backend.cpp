@@ -182,8 +182,8 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   // TMEM, two tiles: S0, S1 (fp32, 128 columns each), O0, O1 (dv columns each), P_s (bf16 pairs, 64 columns).
   // P_s gets columns of its own where they fit (dv <= 64): then the next QK into S_s needs no wait, since the
   // commit that tells softmax S_s is ready also covers the PV issued before it. Otherwise P_s lies over S_s's
-  // upper half and that QK waits for the PV that reads P_s (PvDone: the PTX ISA does not order MMAs of
-  // different accumulators). One tile: S0 and S1 (64 columns each) for the blocks' parities, P0 and P1 (32
+  // upper half and that QK's keys over it wait for the PV that reads P_s (PvDone: the PTX ISA does not order
+  // MMAs of different accumulators); its keys below P_s go first, before the wait. One tile: S0 and S1 (64 columns each) for the blocks' parities, P0 and P1 (32
   // each) of their own, O (256); QK(j + 2) into S_(j % 2) is issued after PV(j), so its commit covers it.
   const int s_cols = tile_n, p_cols = tile_n / 2;
   const bool p_own_columns = tiles == 1 || 2 * s_cols + 2 * dv + 2 * p_cols <= static_cast<int>(sm100::kTmemColumns);
@@ -194,8 +194,9 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   const std::string next_qk = tiles == 1 ? "the QK MMA two blocks on" : "the next QK MMA of tile 0";
   const std::string s_note = p_own_columns
                                  ? "rewritten by " + next_qk + ", issued right behind the PV (P0 has columns of its own)"
-                                 : "rewritten by " + next_qk + ", issued only once the PV that reads P0 has completed "
-                                   "(PvDone: the PTX ISA does not order MMAs of different accumulators)";
+                                 : "rewritten by " + next_qk + ": its first " + std::to_string(s_cols / 2) +
+                                       " keys (below P0) right behind the PV, the rest only once the PV that reads P0 has "
+                                       "completed (PvDone: the PTX ISA does not order MMAs of different accumulators)";
   p.tmem = {
       {"S0", 0, s_cols, s_note},
       {"S1", s_cols, s_cols, tiles == 1 ? "as S0, for the odd blocks" : "as S0, for tile 1"},
@@ -287,8 +288,9 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
             "without overwriting what the PV reads."
           : "MMA order is explicit, not assumed: FA4 issues QK(j) right behind PV(j-1) and relies on the tensor pipe "
             "running one thread's MMAs in issue order, which the PTX ISA promises only for MMAs of the same "
-            "accumulator and shape. Here QK waits for PV's commit (PvDone), which can idle the tensor pipe for one "
-            "commit round trip per tile and block. Experiment on a B200: run the assume_mma_order build (DebugFault) "
+            "accumulator and shape. Here the QK's keys over P wait for PV's commit (PvDone); its keys below P are "
+            "issued before the wait and run during it, the rest of the commit round trip can idle the tensor pipe "
+            "once per tile and block. Experiment on a B200: run the assume_mma_order build (DebugFault) "
             "on long problems against the reference (a mismatch falsifies the in-order assumption) and time both "
             "builds; only if it holds and the gap matters, adopt it as a named hardware assumption.",
       "Bounded waits: a barrier wait longer than " + std::to_string(p.wait_timeout_ms) +
