@@ -305,17 +305,18 @@ std::vector<Case> gqa_cases(const std::vector<Heads>& heads) {
   return cases;
 }
 
-std::vector<Case> extreme_logit_cases() {
+std::vector<Case> extreme_logit_cases(const HeadDims& dims) {
   std::vector<Case> cases;
-  for (DType dtype : {DType::bf16, DType::fp16}) {
-    Case c;
-    c.name = std::string("extreme_") + to_string(dtype) + "_d128_";
-    c.dtype = dtype, c.heads_q = 2, c.heads_kv = 1;
-    c.qk_range = 26.f;  // 128 products of up to 676: max |q.k| around 1e4
-    c.min_abs_logit = 5e3;
-    c.shapes = {{300, 400}, {400, 300}};
-    append(cases, both_masks(c));
-  }
+  for (auto [d, dv] : dims)
+    for (DType dtype : {DType::bf16, DType::fp16}) {
+      Case c;
+      c.name = std::string("extreme_") + to_string(dtype) + "_" + dim_name(d, dv) + "_";
+      c.d = d, c.dv = dv, c.dtype = dtype, c.heads_q = 2, c.heads_kv = 1;
+      c.qk_range = 26.f;  // d products of up to 676: max |q.k| around 1e4 at d128 (8e3 at d64, 2e4 at d256)
+      c.min_abs_logit = 5e3;
+      c.shapes = {{300, 400}, {400, 300}};
+      append(cases, both_masks(c));
+    }
   return cases;
 }
 

@@ -60,8 +60,8 @@ std::vector<Case> head_dim_cases(const HeadDims& dims);
 std::vector<Case> fp16_mqa_cases(const HeadDims& dims);
 // bf16 d128 with the given q/kv head counts, causal and full.
 std::vector<Case> gqa_cases(const std::vector<Heads>& heads);
-// |q.k| up to ~1e4 (softmax near one-hot, many rescales), bf16 and fp16, causal and full.
-std::vector<Case> extreme_logit_cases();
+// |q.k| up to ~1e4 (softmax near one-hot, many rescales), bf16 and fp16, causal and full, per head dim.
+std::vector<Case> extreme_logit_cases(const HeadDims& dims = {{128, 128}});
 // Every configuration of the given head dims (causal x LSE x GQA 4, which the tile kernels pack, or 3, which
 // they do not) on problems with more tiles than an H200 has SMs, tails on both sequence lengths: batch 2,
 // 8 kv heads, 600/700 tokens (144-160 tiles of 256 rows, twice that of 128).
