@@ -12,9 +12,12 @@ reads, the same work). Times: each row's two calls in alternation (peers_env.pai
 around 5 calls, the median of 10), so a drift of the clocks weighs on both alike. Every output is finite (a
 NaN or inf fails the row).
 
-    FA4_LIB=build/libfa4rt.so python3 bench/bench_variants.py
+    FA4_LIB=build/libfa4rt.so python3 bench/bench_variants.py [--d 64|128|256] [--prefill-only]
+
+--d: the prefill rows' head dim (2048 / d heads, so the same 16k tokens and model width; default 128).
 """
 
+import argparse
 import os
 import re
 import subprocess
@@ -66,6 +69,10 @@ def row(name, value, base, unit):
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--d", type=int, default=128, help="prefill head dim (2048 / d heads)")
+    parser.add_argument("--prefill-only", action="store_true", help="skip the decode rows")
+    args = parser.parse_args()
     env = peers_env.torch_or_skip()
     if env is None:
         return 77
@@ -75,7 +82,8 @@ def main():
     print("| variant | with it | without | ratio |\n|---|---|---|---|")
 
     # Prefill.
-    s, h, d = 16384, 16, 128
+    s, d = 16384, args.d
+    h = 2048 // d
     q, k, v = (torch.randn(1, s, h, d, device="cuda").to(torch.bfloat16) for _ in "qkv")
     sinks = torch.randn(h, device="cuda")
     out = torch.empty_like(q)
@@ -103,8 +111,11 @@ def main():
     prefill_row("prefill all three, causal", window_pairs, causal_pairs,
                 dict(window=(left, 0), softcap=30.0, sinks=sinks), dict(causal=True))
 
+    if args.prefill_only:
+        return 0
+
     # Decode.
-    b, keys, hq, hkv = 64, 4096, 32, 8
+    b, keys, hq, hkv, d = 64, 4096, 32, 8, 128
     q = torch.randn(b, 1, hq, d, device="cuda").to(torch.bfloat16)
     k, v = (torch.randn(b, keys, hkv, d, device="cuda").to(torch.bfloat16) for _ in "kv")
     sinks = torch.randn(hq, device="cuda")
