@@ -37,7 +37,7 @@ constexpr int kPack = kGqaPack;            // q heads per kv head packed into a 
 constexpr Swizzle kSwizzle = swizzle_from_bytes(kTmaQSwizzle);
 constexpr int kBoxCols = kTmaQBoxCols;     // elements per TMA box row
 constexpr bool kOAliasesQ = kSmemOOffset == kSmemQOffset;
-// P_s lies over S_s (Plan): the next QK into S_s waits for PV_s's commit on PvDone.
+// P_s lies over S_s (Plan): the next QK's keys over P_s wait for PV_s's commit on PvDone.
 constexpr bool kPvDone = kTmemP0Col >= kTmemS0Col && kTmemP0Col < kTmemS0Col + kTmemS0Cols;
 // There P_s is S_s's top columns: the keys below it (S column = key) are outside P, so that part of the next
 // QK may be issued before the PvDone wait and keep the tensor pipe busy across it.

@@ -183,8 +183,9 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   // P_s gets columns of its own where they fit (dv <= 64): then the next QK into S_s needs no wait, since the
   // commit that tells softmax S_s is ready also covers the PV issued before it. Otherwise P_s lies over S_s's
   // upper half and that QK's keys over it wait for the PV that reads P_s (PvDone: the PTX ISA does not order
-  // MMAs of different accumulators); its keys below P_s go first, before the wait. One tile: S0 and S1 (64 columns each) for the blocks' parities, P0 and P1 (32
-  // each) of their own, O (256); QK(j + 2) into S_(j % 2) is issued after PV(j), so its commit covers it.
+  // MMAs of different accumulators); its keys below P_s go first, before the wait. One tile: S0 and S1 (64
+  // columns each) for the blocks' parities, P0 and P1 (32 each) of their own, O (256); QK(j + 2) into S_(j % 2)
+  // is issued after PV(j), so its commit covers it.
   const int s_cols = tile_n, p_cols = tile_n / 2;
   const bool p_own_columns = tiles == 1 || 2 * s_cols + 2 * dv + 2 * p_cols <= static_cast<int>(sm100::kTmemColumns);
   const int p_first = tiles == 1 ? 2 * s_cols : p_own_columns ? 2 * s_cols + 2 * dv : s_cols / 2;
