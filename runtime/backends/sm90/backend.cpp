@@ -125,7 +125,10 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
     if (!alias) end = round_up(end, 1024) + o_bytes;
     return round_up(end, 16) + barrier_bytes(stages) <= kSmemBudget;
   };
-  // The deepest ring that fits; O gets its own buffer unless that leaves fewer than two stages.
+  // The deepest ring that fits; O gets its own buffer unless that leaves fewer than two stages (d256: O over
+  // Q, so the next tile's Q waits for the O store, 3-7 % of d256 rows up to 2k keys; storing O from the
+  // consumers' registers instead lost 4 %, prefetching Q into L2 gained nothing:
+  // bench/results/2026-12-05-h100-sm90-short-rows.md).
   bool o_aliases_q = false;
   int stages = kMaxStages;
   while (stages >= 2 && !fits(stages, false)) --stages;
