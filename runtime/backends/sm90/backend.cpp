@@ -18,9 +18,12 @@ int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
 // Rows per tile: three consumer warpgroups at d <= 64, where a row's softmax costs as much as its two GEMMs
 // and a third warpgroup keeps the tensor cores fed while two run softmax; two elsewhere, where S, P and O
-// of a 64-row slice need more registers than a third warpgroup would leave each, and with softcap (its
-// two paths, fixed and running maximum, spill some d64 forms at 160 registers).
-int tile_m(int head_dim, bool softcap) { return head_dim <= 64 && !softcap ? 3 * kWgRows : 2 * kWgRows; }
+// of a 64-row slice need more registers than a third warpgroup would leave each, and with fp16 softcap (its
+// forms spill at 160 registers; bf16 softcap fits, and its MUFU-heavy softmax needs the third warpgroup most:
+// 0.58 of the plain kernel's speed with two, bench/results/2026-12-05-h100-sm90-short-rows.md).
+int tile_m(const KernelKey& key) {
+  return key.head_dim <= 64 && !(key.softcap && key.dtype == DType::fp16) ? 3 * kWgRows : 2 * kWgRows;
+}
 
 // Registers per thread after setmaxnreg: 128 * producer + consumer threads * consumer <= the CTA's launch
 // allocation (Plan::launch_registers; setmaxnreg moves registers between its warpgroups; an increase past
@@ -68,7 +71,7 @@ class Sm90Backend final : public KernelBackend {
   KernelKey key(KernelKey base, const KernelConfig& config, int) const override {
     base.arch = 90;
     base.variant = ArchVariant::specific;
-    base.gqa_pack = gqa_pack(tile_m(base.head_dim, base.softcap), config.q_heads_per_kv);
+    base.gqa_pack = gqa_pack(tile_m(base), config.q_heads_per_kv);
     return base;
   }
   bool supports(const KernelKey& key, std::string* why) const override;
@@ -88,7 +91,7 @@ bool Sm90Backend::supports(const KernelKey& key, std::string* why) const {
   };
   if (key.backend != id()) return no("not an sm90 key");
   if (key.fault != DebugFault::none) return no("debug faults are built into the sm100 kernel only");
-  const std::string gap = dense_prefill_gap(key, "sm90", tile_m(key.head_dim, key.softcap),
+  const std::string gap = dense_prefill_gap(key, "sm90", tile_m(key),
                                             {{64, 64}, {96, 96}, {128, 128}, {256, 256}, {192, 128}});
   return gap.empty() || no(gap);
 }
@@ -98,7 +101,7 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   p.key = key;
   p.kernel_name = "fa4_sm90_fwd";
   p.source = "sm90/fwd.cuh";
-  const int consumers = tile_m(key.head_dim, key.softcap) / kWgRows, consumer_warps = 4 * consumers;
+  const int consumers = tile_m(key) / kWgRows, consumer_warps = 4 * consumers;
   p.threads = 128 * (consumers + 1);
   const RegisterSplit regs = register_split(consumers, p.launch_registers());
   p.tile_m = consumers * kWgRows;
