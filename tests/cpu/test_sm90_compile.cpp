@@ -150,7 +150,7 @@ TEST_P(Sm90Compile, CompilesWithoutSpillsOrSerializedWgmma) {
 INSTANTIATE_TEST_SUITE_P(Configs, Sm90Compile, testing::ValuesIn(sm90_keys()), key_label);
 
 // Every combination of flags at the two head dims whose consumers have the fewest registers to spare: d64
-// (three consumer warpgroups at 160 registers, two with softcap) and d256 (S, P and a 128-column O in
+// (three consumer warpgroups at 160 registers, two with fp16 softcap) and d256 (S, P and a 128-column O in
 // 232). ptxas's allocation is not monotone in the flags (a form with all variants may fit where one with
 // fewer spills), so each form is compiled.
 std::vector<KernelKey> tight_keys() {
