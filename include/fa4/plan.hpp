@@ -155,6 +155,9 @@ struct FA4_API Plan {
   std::vector<BarrierSpec> barriers;
   std::vector<TmaBox> tma;
   bool persistent = false;   // grid = min(SMs, tiles), tiles walked by a static scheduler
+  bool rows_from_bottom = false;  // sm90: where later rows see more keys (fa4k::later_rows_longer), a sequence's
+                                  // row blocks end at its last row, so the partial one is the cheapest
+                                  // (fa4k::tile_first_row)
   long long l2_section_bytes = 0;  // dense causal tile order: longest tiles first across the head groups of a
                                    // section whose K/V fit in this many bytes of L2 (0: one head after another)
   long long scratch_bytes_per_cta = 0;  // device scratch per CTA of the grid (sm100 emulation: its TMEM backing

@@ -24,7 +24,7 @@ struct BlockRange {
 FA4_BLOCKS_HD BlockRange kv_block_range(int first_row, int rows, int pack, int seqlen_q, int seqlen_k, int tile_n,
                                         bool causal) {
   const int total = (seqlen_k + tile_n - 1) / tile_n;
-  const int first_token = first_row / pack;
+  const int first_token = first_row > 0 ? first_row / pack : 0;  // (rows before the sequence: tile_first_row)
   int last_token = (first_row + rows - 1) / pack;
   if (last_token > seqlen_q - 1) last_token = seqlen_q - 1;
   const int shift = seqlen_k - seqlen_q;
@@ -77,7 +77,7 @@ struct WindowBlocks {
 };
 FA4_BLOCKS_HD WindowBlocks window_block_range(int first_row, int rows, int pack, int seqlen_q, int seqlen_k, int tile_n,
                                               int left, int right) {
-  const int first_token = first_row / pack;
+  const int first_token = first_row > 0 ? first_row / pack : 0;
   int last_token = (first_row + rows - 1) / pack;
   if (last_token > seqlen_q - 1) last_token = seqlen_q - 1;
   const long long diag = static_cast<long long>(seqlen_k) - seqlen_q;
@@ -118,12 +118,21 @@ FA4_BLOCKS_HD BlockRange window_kv_block_range(int first_row, int rows, int pack
   return r;
 }
 
-// The K/V blocks of row block m_block of a tile kernel (sm90, sm100): window_kv_block_range's with a sliding
-// window (causal: its right side 0), kv_block_range's otherwise.
-FA4_BLOCKS_HD BlockRange tile_blocks(int m_block, int rows, int pack, int seqlen_q, int seqlen_k, int tile_n, bool causal,
+// The first packed row of row block m_block of a sequence's m_blocks (tile kernels, `rows` packed rows a
+// block). from_bottom: the blocks end at the sequence's last row instead of starting at its first, so that a
+// partial block is the top one, whose rows see the fewest keys when later rows see more (causal; the Plan's
+// rows_from_bottom with later_rows_longer); its rows before the sequence (first row < 0) are neither loaded
+// (TMA fills zeros) nor stored. A multiple of pack either way.
+FA4_BLOCKS_HD int tile_first_row(int m_block, int m_blocks, int rows, int pack, int seqlen_q, bool from_bottom) {
+  return m_block * rows - (from_bottom ? m_blocks * rows - seqlen_q * pack : 0);
+}
+
+// The K/V blocks of the row block at packed row first_row of a tile kernel (sm90, sm100):
+// window_kv_block_range's with a sliding window (causal: its right side 0), kv_block_range's otherwise.
+FA4_BLOCKS_HD BlockRange tile_blocks(int first_row, int rows, int pack, int seqlen_q, int seqlen_k, int tile_n, bool causal,
                                      bool window, int left, int right) {
-  return window ? window_kv_block_range(m_block * rows, rows, pack, seqlen_q, seqlen_k, tile_n, left, causal ? 0 : right)
-                : kv_block_range(m_block * rows, rows, pack, seqlen_q, seqlen_k, tile_n, causal);
+  return window ? window_kv_block_range(first_row, rows, pack, seqlen_q, seqlen_k, tile_n, left, causal ? 0 : right)
+                : kv_block_range(first_row, rows, pack, seqlen_q, seqlen_k, tile_n, causal);
 }
 
 // Whether a row block sees at least as many keys as the ones before it: the right side is bounded (causal,

@@ -247,7 +247,7 @@ __device__ __forceinline__ bool decompose(const fa4k::AttentionArgs& a, int tile
     w.seq = fa4k::sequence_span(a, w.batch);
     if (w.m_block * kQTiles * kM >= w.seq.seqlen_q * kPack || w.seq.seqlen_q <= a.decode_seqlen_q) return false;
   }
-  w.blocks = fa4k::tile_blocks(w.m_block, kQTiles * kM, kPack, w.seq.seqlen_q, w.seq.seqlen_k, kN, kCausal, kWindow, a.window_left,
+  w.blocks = fa4k::tile_blocks(w.m_block * kQTiles * kM, kQTiles * kM, kPack, w.seq.seqlen_q, w.seq.seqlen_k, kN, kCausal, kWindow, a.window_left,
                                a.window_right);
   return true;
 }
@@ -809,8 +809,8 @@ __device__ void epilogue_role(const fa4k::AttentionArgs& a, const Smem& sm, cons
       if (kVarlen && a.cu_seqlens_q && rows < kM) {
         // The last tile of a ragged sequence ends inside the packed rows, where a whole box would overwrite the
         // next sequence's: the warp copies its own rows (none when the sequence ended in tile 0).
-        fa4k::store_tile_rows<kM, kDv, kPack, kSwizzle>(sm.o(s), rows > 0 ? rows : 0, a.o, w.seq.q_row0 + token0, w.group,
-                                                        threadIdx.x % 32, 32);
+        fa4k::store_tile_rows<kM, kDv, kPack, kSwizzle>(sm.o(s), 0, rows > 0 ? rows : 0, a.o, w.seq.q_batch, w.seq.q_row0 + token0,
+                                                        w.group, threadIdx.x % 32, 32);
         __syncwarp();
         if (elect_one_sync()) {
           signal(&b.o_free[s]);

@@ -4,15 +4,17 @@
 // from the generated fa4cfg:: preamble (the Plan, runtime/backends/sm90/backend.cpp).
 //
 // A persistent grid: each CTA walks tiles of kTileM packed rows (token * gqa_pack + head in pack), each against
-// every K/V block its rows see, highest block first (the masked ones come first). Full dense tiles are dealt
-// out statically; causal and windowed tiles, longest first within each head (later_rows_longer), and ragged
-// tiles (kVarlen: sequence by sequence, lengths from the device arrays) are taken from a counter in the
-// stream's scratch as CTAs come free. The scheduler warp picks each tile, finds its sequence and K/V blocks,
-// and announces all of it to the other roles through a small shared-memory ring. Warps, with C consumers:
+// every K/V block its rows see, highest block first (the masked ones come first). Where later rows see more
+// keys (causal), a sequence's row blocks are counted from its last row (kRowsFromBottom), so its partial block
+// is the top one, the cheapest. Full dense tiles are dealt out statically; causal and windowed tiles, longest
+// first within each head (later_rows_longer), and ragged tiles (kVarlen: sequence by sequence, lengths from
+// the device arrays) are taken from a counter in the stream's scratch as CTAs come free. The scheduler warp
+// picks each tile, finds its sequence and K/V blocks, and announces all of it to the other roles through a
+// small shared-memory ring. Warps, with C consumers:
 //   4c .. 4c + 3 Consumer c: rows 64c .. 64c + 63 of the tile (the wgmma M of 64)
 //   4C Producer: one thread issues the TMA loads (Q once per tile; K and V rings; paged: lane p piece p)
-//   4C + 1 Storer: one thread issues the TMA store of each tile's O, so no consumer waits for it (the last
-//     tile of a ragged sequence: the warp stores its rows, so that none lands in the next sequence's)
+//   4C + 1 Storer: one thread issues the TMA store of each tile's O, so no consumer waits for it (the partial
+//     tile of a ragged sequence: the warp stores its rows, so that none lands in a neighbouring sequence's)
 //   4C + 2 Scheduler: draws and decodes the tiles (a role of its own: the producer warpgroup's registers are few)
 //   4C + 3 idle; setmaxnreg moves the warpgroup's registers to the consumers, which hold S, P and O at once
 // A consumer overlaps its softmax of block j with its own PV of block j-1 on the tensor cores:
@@ -125,10 +127,11 @@ __device__ __forceinline__ void fence_registers(float (&r)[N]) {
 using fa4k::exp2_approx;
 
 // ---- shared memory ---------------------------------------------------------------------------------
-// A tile as the scheduler announces it: its row block, head group and sequence, that sequence's lengths and
+// A tile as the scheduler announces it: its row block and that block's first packed row (fa4k::tile_first_row:
+// below 0 for a partial block counted from the bottom), head group and sequence, that sequence's lengths and
 // rows, and the K/V blocks it visits. m_block < 0: no more tiles.
 struct Work {
-  int m_block, group, batch;
+  int m_block, first_row, group, batch;
   fa4k::SequenceSpan seq;
   fa4k::BlockRange blocks;
 };
@@ -242,8 +245,9 @@ struct VarlenCursor {
 __device__ __forceinline__ bool next_work(const fa4k::AttentionArgs& a, TileSource& source, VarlenCursor& cursor, Work& w) {
   const int tile = source.draw(a);
   const bool longest_first = fa4k::later_rows_longer(kCausal, kWindow, a.window_right);
+  int m_blocks = a.num_m_blocks;
   if constexpr (kVarlen) {
-    int local, m_blocks;
+    int local;
     if (!cursor.find(a, tile, w.batch, local, m_blocks)) return false;
     w.seq = fa4k::sequence_span(a, w.batch);
     w.group = local / m_blocks;
@@ -254,7 +258,8 @@ __device__ __forceinline__ bool next_work(const fa4k::AttentionArgs& a, TileSour
     w.m_block = t.m_block, w.group = t.group, w.batch = t.batch;
     w.seq = {a.seqlen_q, a.seqlen_k, 0, 0, w.batch, w.batch};
   }
-  w.blocks = fa4k::tile_blocks(w.m_block, kM, kPack, w.seq.seqlen_q, w.seq.seqlen_k, kN, kCausal, kWindow, a.window_left,
+  w.first_row = fa4k::tile_first_row(w.m_block, m_blocks, kM, kPack, w.seq.seqlen_q, kRowsFromBottom && longest_first);
+  w.blocks = fa4k::tile_blocks(w.first_row, kM, kPack, w.seq.seqlen_q, w.seq.seqlen_k, kN, kCausal, kWindow, a.window_left,
                                a.window_right);
   return true;
 }
@@ -285,7 +290,7 @@ __device__ __forceinline__ int kv_head_of(const fa4k::AttentionArgs& a, const Wo
 }
 
 // The tile's first token in the Q/O maps' seq coordinate (its sequence's row offset added when ragged).
-__device__ __forceinline__ int first_token(const Work& w) { return w.seq.q_row0 + w.m_block * kM / kPack; }
+__device__ __forceinline__ int first_token(const Work& w) { return w.seq.q_row0 + w.first_row / kPack; }
 
 // ---- Producer and scheduler ----------------------------------------------------------------------------
 // The producer loads K and V of each announced tile's blocks into the rings (K first: S needs it first), and
@@ -369,20 +374,24 @@ __device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Sme
 
 // ---- Storer ------------------------------------------------------------------------------------------
 // Once every consumer has staged its O rows: one thread's TMA store of the tile, and when it has read the
-// buffer, the buffer is free again (o_empty, or q_empty when O lies over Q). The last tile of a ragged
-// sequence ends inside the packed rows, where a whole box would overwrite the next sequence's: the warp
-// copies its own rows instead.
+// buffer, the buffer is free again (o_empty, or q_empty when O lies over Q). A partial tile whose box would
+// write outside its sequence, the warp copies its own rows instead: a ragged sequence's (the box would
+// overwrite the next or previous sequence's rows) and any tile counted from the bottom that starts before
+// its sequence (a TMA store at a token below 0 faults; past the map's end, as a dense tile's last rows
+// are when counted from the top, TMA drops them).
 __device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* to) {
   Barriers& b = sm.bars();
   TileFeed feed;
   for (Work w = feed.next(b); w.m_block >= 0; w = feed.next(b)) {
     named_barrier_sync(kStoreBarrier, kConsumerThreads + 32);
-    const int rows = w.seq.seqlen_q * kPack - w.m_block * kM;  // rows of the tile inside its sequence
-    if (kVarlen && a.cu_seqlens_q && rows < kM) {
-      fa4k::store_tile_rows<kM, kDv, kPack, kSwizzle>(sm.o(), rows, a.o, first_token(w), w.group, threadIdx.x % 32, 32);
+    const int first = w.first_row < 0 ? -w.first_row : 0;           // the tile's rows inside its
+    const int end = min(kM, w.seq.seqlen_q * kPack - w.first_row);  // sequence: [first, end)
+    if (first > 0 || (kVarlen && a.cu_seqlens_q && end < kM)) {
+      fa4k::store_tile_rows<kM, kDv, kPack, kSwizzle>(sm.o(), first, end, a.o, w.seq.q_batch, first_token(w), w.group,
+                                                      threadIdx.x % 32, 32);
       __syncwarp();
       if (threadIdx.x % 32 == 0) mbarrier_arrive(kOAliasesQ ? &b.q_empty : &b.o_empty);
-    } else if (threadIdx.x % 32 == 0) {  // a dense tile's rows past seqlen_q lie outside the map: TMA drops them
+    } else if (threadIdx.x % 32 == 0) {
       for (int box = 0; box < kDv / kBoxCols; ++box)
         tma_store_5d(to, sm.o() + box * kM * kSpan, box * kBoxCols, 0, w.group, first_token(w), w.seq.q_batch);
       bulk_commit_group();
@@ -609,7 +618,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
       release(&b.k_empty[ring.index]);
       if (!kOAliasesQ && j == n - 1) release(&b.q_empty);  // every QK of this consumer has read Q
       softmax_block(s, m, l, scale, j < w.blocks.n_masked || j >= low_masked_from, (w.blocks.n_first - j) * kN, w,
-                    w.m_block * kM + row0, a);
+                    w.first_row + row0, a);
       if (j > 0) {
         wgmma_wait<0>();  // PV_(j-1)
         fence_registers(o);
@@ -649,12 +658,12 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
       const float sum = quad_sum(l[r]);
       inv[r] = sum > 0.f ? 1.f / sum : 0.f;  // rows that saw no key: O = 0, LSE = -inf
       if constexpr (kWriteLse || kSinks) {
-        const int packed_row = w.m_block * kM + row0 + 8 * r;
-        const int q_head = kPack > 1 ? w.group * kPack + packed_row % kPack : w.group;
+        const int packed_row = w.first_row + row0 + 8 * r;  // (first_row: a multiple of kPack)
+        const int q_head = kPack > 1 ? w.group * kPack + (row0 + 8 * r) % kPack : w.group;
         float lse = sum > 0.f ? (m[r] * a.scale_log2 + __log2f(sum)) * kLn2 : FA4_NEG_INF;
         if constexpr (kSinks) lse = fa4k::add_sink(lse, a.sinks[q_head], inv[r]);
         const int token = packed_row / kPack;
-        if (kWriteLse && lane % 4 == 0 && token < w.seq.seqlen_q)
+        if (kWriteLse && lane % 4 == 0 && packed_row >= 0 && token < w.seq.seqlen_q)
           a.lse[fa4k::lse_offset(a, w.batch, q_head, w.seq.q_row0, token)] = lse;
       }
     }

@@ -20,11 +20,12 @@ TEST(BlockRange, MatchesBruteForce) {
     const bool causal = rng() % 2;
     const int rows = 256;
     const int m_blocks = (sq * pack + rows - 1) / rows;
-    const int first_row = static_cast<int>(rng() % m_blocks) * rows;
+    const bool from_bottom = rng() % 2;
+    const int first_row = fa4k::tile_first_row(static_cast<int>(rng() % m_blocks), m_blocks, rows, pack, sq, from_bottom);
     const fa4k::BlockRange r = fa4k::kv_block_range(first_row, rows, pack, sq, sk, tile_n, causal);
     const int total = (sk + tile_n - 1) / tile_n;
     std::vector<bool> any_visible(total, false), any_hidden(total, false);
-    for (int row = first_row; row < first_row + rows; ++row) {
+    for (int row = std::max(first_row, 0); row < first_row + rows; ++row) {
       const int token = row / pack;
       if (token >= sq) continue;
       for (int c = 0; c < total * tile_n; ++c) {
@@ -47,6 +48,28 @@ TEST(BlockRange, MatchesBruteForce) {
   }
 }
 
+// Row blocks counted from the bottom cover a sequence's packed rows once, start at a whole token, and under a
+// causal mask visit no more K/V blocks in all than blocks counted from the top (d64's 192-row tiles: fewer).
+TEST(BlockRange, RowsFromTheBottomCostNoMoreUnderCausal) {
+  for (int pack : {1, 2, 8})
+    for (int sq : {1, 100, 512, 1000, 1024, 2048, 4097})
+      for (int sk : {sq, sq + 300}) {
+        const int rows = 192, tile_n = 128, m_blocks = (sq * pack + rows - 1) / rows;
+        long long top = 0, bottom = 0;
+        for (int m = 0; m < m_blocks; ++m) {
+          const int first = fa4k::tile_first_row(m, m_blocks, rows, pack, sq, true);
+          ASSERT_EQ(first % pack, 0);
+          ASSERT_EQ(first, m == 0 ? sq * pack - m_blocks * rows : fa4k::tile_first_row(m - 1, m_blocks, rows, pack, sq, true) + rows);
+          ASSERT_GT(first + rows, 0);
+          top += fa4k::tile_blocks(m * rows, rows, pack, sq, sk, tile_n, true, false, -1, 0).n_blocks;
+          bottom += fa4k::tile_blocks(first, rows, pack, sq, sk, tile_n, true, false, -1, 0).n_blocks;
+        }
+        ASSERT_EQ(fa4k::tile_first_row(m_blocks - 1, m_blocks, rows, pack, sq, true) + rows, sq * pack);
+        EXPECT_LE(bottom, top) << "pack " << pack << " sq " << sq << " sk " << sk;
+        if (pack == 1 && sq == 512 && sk == 512) EXPECT_EQ(top - bottom, 1);
+      }
+}
+
 // window_block_range (the portable kernels' ranges, and the Plan report's classes) against brute force:
 // every block holding a key some valid row sees is visited; every interior block has no key hidden from a
 // valid row; the visited ones outside the interior hold a hidden key (the mask is needed there). Windows
@@ -62,7 +85,7 @@ TEST(BlockRange, WindowsMatchBruteForce) {
     const int right = causal ? 0 : rng() % 3 == 0 ? -1 : static_cast<int>(rng() % 50);
     const int rows = 16 << (rng() % 3);
     const int m_blocks = (sq * pack + rows - 1) / rows;
-    const int first_row = static_cast<int>(rng() % m_blocks) * rows;
+    const int first_row = fa4k::tile_first_row(static_cast<int>(rng() % m_blocks), m_blocks, rows, pack, sq, rng() % 2);
     const fa4k::WindowBlocks w = fa4k::window_block_range(first_row, rows, pack, sq, sk, tile_n, left, right);
     SCOPED_TRACE(::testing::Message() << "tile_n " << tile_n << " pack " << pack << " sq " << sq << " sk " << sk
                                       << " window (" << left << ", " << right << ") rows " << first_row << "+" << rows);
@@ -75,7 +98,7 @@ TEST(BlockRange, WindowsMatchBruteForce) {
     ASSERT_LE(w.interior_end, w.n_end);
     for (int n = 0; n < total; ++n) {
       bool any_visible = false, any_hidden = false;
-      for (int row = first_row; row < first_row + rows; ++row) {
+      for (int row = std::max(first_row, 0); row < first_row + rows; ++row) {
         const int token = row / pack;
         if (token >= sq) continue;
         const int diagonal = token + sk - sq;
@@ -125,7 +148,7 @@ TEST(DenseTile, LongestFirstFollowsTheWindowsRightSide) {
           EXPECT_EQ(backwards, right >= 0);
           int most = 0, fewest = 1 << 30;
           for (int m = 0; m * 128 < sq; ++m) {
-            const int n = fa4k::tile_blocks(m, 128, 1, sq, sk, 128, false, true, left, right).n_blocks;
+            const int n = fa4k::tile_blocks(m * 128, 128, 1, sq, sk, 128, false, true, left, right).n_blocks;
             if (backwards) EXPECT_GE(n, most - 1) << "sq " << sq << " sk " << sk << " left " << left << " m " << m;
             else EXPECT_LE(n, fewest + 1) << "sq " << sq << " sk " << sk << " left " << left << " m " << m;
             most = std::max(most, n), fewest = std::min(fewest, n);

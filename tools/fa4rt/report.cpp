@@ -118,18 +118,20 @@ std::string mask_classes(const Plan& plan, const MaskShape& shape) {
   const int total = (seqlen_k + plan.tile_n - 1) / plan.tile_n;
   const bool portable = plan.key.backend == Backend::portable;
   const int left = shape.window_left, right = plan.key.causal ? 0 : shape.window_right;
+  const bool from_bottom = plan.rows_from_bottom && fa4k::later_rows_longer(plan.key.causal, plan.key.window, shape.window_right);
   out << "  s_q " << seqlen_q << ", s_k " << seqlen_k;
   if ((portable || plan.key.window) && (left >= 0 || right >= 0)) out << ", keys [t + s_k - s_q - " << left << ", t + s_k - s_q + " << right << "] (-1: unbounded)";
   out << ": " << m_blocks << " CTA row block(s) of " << rows << " packed rows x " << total << " K/V block(s) of "
-      << plan.tile_n << "\n"
+      << plan.tile_n << (from_bottom ? ", counted from the last row (a partial block is m 0)" : "") << "\n"
       << "  M = masked (diagonal, window edge or seqlen_k tail: mask code), F = full (no mask code), . = skipped (never loaded)\n";
   const int shown = std::min(m_blocks, 64);
   for (int m = 0; m < shown; ++m) {
     int visited = 0, masked = 0;
     out << "  m " << std::setw(4) << m << "  ";
+    const int first_row = fa4k::tile_first_row(m, m_blocks, rows, pack, seqlen_q, from_bottom);
     if (portable || plan.key.window) {  // the tile kernels visit a window's blocks the same way (window_kv_block_range)
       const fa4k::WindowBlocks w =
-          fa4k::window_block_range(m * rows, rows, pack, seqlen_q, seqlen_k, plan.tile_n, left, right);
+          fa4k::window_block_range(first_row, rows, pack, seqlen_q, seqlen_k, plan.tile_n, left, right);
       for (int n = 0; n < total; ++n) {
         const bool seen = n >= w.n_begin && n < w.n_end, full = n >= w.interior_begin && n < w.interior_end;
         if (n < 96) out << (!seen ? '.' : full ? 'F' : 'M');
@@ -137,7 +139,7 @@ std::string mask_classes(const Plan& plan, const MaskShape& shape) {
       }
     } else {
       const fa4k::BlockRange r =
-          fa4k::kv_block_range(m * rows, rows, pack, seqlen_q, seqlen_k, plan.tile_n, plan.key.causal);
+          fa4k::kv_block_range(first_row, rows, pack, seqlen_q, seqlen_k, plan.tile_n, plan.key.causal);
       for (int n = 0; n < std::min(total, 96); ++n) {
         const int j = r.n_first - n;  // visit order index of block n
         out << (n > r.n_first ? '.' : j < r.n_masked ? 'M' : 'F');
@@ -201,6 +203,7 @@ std::string plan_report(const Plan& plan, const MaskShape& shape, const std::str
   out << "fa4rt plan: " << plan.key.name() << "  (kernel " << plan.kernel_name << " from kernel_src/" << plan.source
       << ", target " << plan.key.target() << ", " << plan.threads << " threads" << (plan.persistent ? ", persistent grid" : "")
       << ")\n";
+  if (plan.rows_from_bottom) out << "  row blocks: counted from each sequence's last row where later rows see more keys\n";
   if (plan.l2_section_bytes > 0)
     out << "  causal tiles: longest first across the heads of each L2 section (heads whose K/V fit in "
         << (plan.l2_section_bytes >> 20) << " MiB), sections in turn\n";

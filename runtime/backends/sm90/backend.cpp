@@ -111,6 +111,10 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   // sequence) are drawn from two int counters in the stream's scratch as CTAs come free.
   p.persistent = true;
   if (key.causal || key.window || key.varlen) p.scratch_bytes_per_cta = 8;
+  // Row blocks counted from a sequence's last row where later rows see more keys: the partial block is then
+  // the top one, which visits the fewest K/V blocks (d64 causal 512 tokens in 192-row tiles: 8 block visits
+  // a head instead of 9).
+  p.rows_from_bottom = key.causal || key.window;
   p.rescale_threshold_log2 = 8;  // lazy rescale: P may reach 2^8 before the max (and O) are updated
   p.wait_timeout_ms = 4000;       // the producer's barrier waits trap after this: a hang becomes an error
 
@@ -172,7 +176,7 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
                      "its rows in one (paged: lane p looks up and loads piece p of each block)"});
   p.roles.push_back({"Storer", consumer_warps + 1, 1, regs.producer,
                      "one thread issues the TMA store of O once every consumer has staged its rows (the warp copies the rows "
-                     "of a ragged sequence's last tile)"});
+                     "of a partial tile whose box would leave its sequence: ragged, or starting before token 0)"});
   p.roles.push_back({"Scheduler", consumer_warps + 2, 1, regs.producer,
                      "draws the tiles (ragged: finds each one's sequence) and announces them with their K/V blocks"});
   p.roles.push_back({"Spare", consumer_warps + 3, 1, regs.producer,
