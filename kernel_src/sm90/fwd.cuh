@@ -47,6 +47,7 @@ constexpr Swizzle kSwizzle = swizzle_from_bytes(kTmaQSwizzle);
 constexpr u32 kSpan = swizzle_span(kSwizzle);
 constexpr int kBoxCols = kTmaQBoxCols;
 constexpr bool kOAliasesQ = kSmemOOffset == kSmemQOffset;
+constexpr int kQStages = kBarQFullCount;  // Q buffers: two where they fit, so the next tile's Q loads early
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr int kConsumers = kM / kWgRows;
 constexpr u32 kConsumerWarps = 4 * kConsumers;
@@ -64,6 +65,9 @@ static_assert(kDynamicTiles == (kScratchBytesPerCta > 0), "dynamic tiles need th
 static_assert(kBarTileFullCount == kTileSlots && kBarTileEmptyArrivals == kTileReaders, "the Plan's tile ring");
 static_assert(kBarKEmptyArrivals == kConsumerWarps && kBarVEmptyArrivals == kConsumerWarps, "one release per consumer warp");
 static_assert(kBarQEmptyArrivals == (kOAliasesQ ? 1 : kConsumerWarps), "Q is released by the storer (O over Q) or per consumer warp");
+static_assert(kBarQEmptyCount == kQStages && (kQStages == 1 || (kQStages == 2 && !kOAliasesQ)) &&
+                  kSmemQBytes == kQStages * kSmemQStride,
+              "one Q buffer (O may lie over it) or two");
 #define FA4_NEG_INF __int_as_float(0xff800000u)
 static_assert((kConsumers == 2 || kConsumers == 3) && kM == kConsumers * kWgRows && kThreads == 128 * (kConsumers + 1) &&
                   kRoleProducerFirstWarp == kConsumerWarps,
@@ -137,7 +141,7 @@ struct Work {
 };
 
 struct Barriers {
-  u64 q_full, q_empty;
+  u64 q_full[kQStages], q_empty[kQStages];
   u64 k_full[kKvStages], k_empty[kKvStages];
   u64 v_full[kKvStages], v_empty[kKvStages];
   u64 o_empty;  // the store has read the O buffer (a buffer of its own; over Q, q_empty says it)
@@ -148,21 +152,24 @@ static_assert(sizeof(Barriers) <= kSmemBarsBytes, "barrier block larger than the
 
 struct Smem {
   char* base;  // 1024-B aligned (checked at kernel start)
-  __device__ char* q() const { return base + kSmemQOffset; }
-  __device__ char* o() const { return base + kSmemOOffset; }  // the Q buffer when aliased
+  __device__ char* q(int i) const { return base + kSmemQOffset + i * kSmemQStride; }
+  __device__ char* o() const { return base + kSmemOOffset; }  // Q's (only) buffer when aliased
   __device__ char* k(int i) const { return base + kSmemKOffset + i * kSmemKStride; }
   __device__ char* v(int i) const { return base + kSmemVOffset + i * kSmemVStride; }
   __device__ Barriers& bars() const { return *reinterpret_cast<Barriers*>(base + kSmemBarsOffset); }
 };
 
 // A ring position: stage index and the phase parity of its barriers.
-struct Ring {
+template <int kStages>
+struct StageRing {
   int index = 0;
   u32 phase = 0;
   __device__ void advance() {
-    if (++index == kKvStages) index = 0, phase ^= 1;
+    if (++index == kStages) index = 0, phase ^= 1;
   }
 };
+using Ring = StageRing<kKvStages>;  // K and V blocks
+using QRing = StageRing<kQStages>;  // Q tiles
 
 // ---- tiles -------------------------------------------------------------------------------------------
 // The scheduler's counters in the scratch: the next tile to hand out, and how many CTAs have drawn their
@@ -294,16 +301,29 @@ __device__ __forceinline__ int first_token(const Work& w) { return w.seq.q_row0 
 
 // ---- Producer and scheduler ----------------------------------------------------------------------------
 // The producer loads K and V of each announced tile's blocks into the rings (K first: S needs it first), and
-// the tile's Q after the first block's K and V, so they load while the previous tile's O store still holds a
-// Q buffer it shares. One thread issues the copies (K a column box a copy, V a whole row width: its slot is
-// laid out piece by piece); a paged block's pieces, lane p piece p.
+// the tile's Q: with two Q buffers first of all (its buffer is free since the tile before last, so it lands
+// while the consumers finish the previous tile); with one, after the first block's K and V, so they load
+// while the previous tile's QKs (or its O store, O over Q) still hold the buffer. One thread issues the
+// copies (K a column box a copy, V a whole row width: its slot is laid out piece by piece); a paged block's
+// pieces, lane p piece p.
 
 static_assert(kSpan == kBoxCols * 2, "a TMA box's row is one swizzle span (fa4k::load_kv_block)");
 
-__device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Smem& sm, const Work& w, Ring& ring, u32 tile_phase,
+__device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Smem& sm, const Work& w, Ring& ring, QRing& q,
                                           const TmaDescriptor* tq, const TmaDescriptor* tk, const TmaDescriptor* tv) {
   Barriers& b = sm.bars();
   const bool leader = threadIdx.x % 32 == 0;
+  auto load_q = [&] {
+    wait<true>(&b.q_empty[q.index], q.phase ^ 1);
+    if (leader) {
+      mbarrier_arrive_expect_tx(&b.q_full[q.index], kM * kD * 2);
+      for (int box = 0; box < kD / kBoxCols; ++box)
+        tma_load_5d(sm.q(q.index) + box * kM * kSpan, tq, &b.q_full[q.index], box * kBoxCols, 0, w.group, first_token(w),
+                    w.seq.q_batch);
+    }
+    q.advance();
+  };
+  if constexpr (kQStages > 1) load_q();
   const int kv_head = kv_head_of(a, w);
   const int log2 = kPaged ? a.page_size_log2 : 0, piece = kPaged ? fa4k::paged_piece_rows(kN, log2) : kN;
   const int top = w.seq.k_row0 + w.blocks.n_first * kN;  // the first block's first key (row)
@@ -319,14 +339,7 @@ __device__ __forceinline__ void load_tile(const fa4k::AttentionArgs& a, const Sm
     wait<true>(&b.v_empty[ring.index], ring.phase ^ 1);
     fa4k::load_kv_block<kN, kBoxCols, kTmaVColBoxes, kPaged>(sm.v(ring.index), tv, &b.v_full[ring.index], kDv, kv_head, row, batch, piece, leader);
     ring.advance();
-    if (j == 0) {
-      wait<true>(&b.q_empty, tile_phase ^ 1);
-      if (leader) {
-        mbarrier_arrive_expect_tx(&b.q_full, kM * kD * 2);
-        for (int box = 0; box < kD / kBoxCols; ++box)
-          tma_load_5d(sm.q() + box * kM * kSpan, tq, &b.q_full, box * kBoxCols, 0, w.group, first_token(w), w.seq.q_batch);
-      }
-    }
+    if (kQStages == 1 && j == 0) load_q();
   }
 }
 
@@ -361,12 +374,12 @@ __device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Sme
                                          const TmaDescriptor* tv) {
   Barriers& b = sm.bars();
   Ring ring;
+  QRing q;
   TileFeed feed;
-  u32 tile_phase = 0;
-  for (;; tile_phase ^= 1) {
+  for (;;) {
     const Work& w = feed.peek(b);
     const bool done = w.m_block < 0;
-    if (!done) load_tile(a, sm, w, ring, tile_phase, tq, tk, tv);
+    if (!done) load_tile(a, sm, w, ring, q, tq, tk, tv);
     feed.release(b);
     if (done) break;
   }
@@ -390,13 +403,13 @@ __device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem&
       fa4k::store_tile_rows<kM, kDv, kPack, kSwizzle>(sm.o(), first, end, a.o, w.seq.q_batch, first_token(w), w.group,
                                                       threadIdx.x % 32, 32);
       __syncwarp();
-      if (threadIdx.x % 32 == 0) mbarrier_arrive(kOAliasesQ ? &b.q_empty : &b.o_empty);
+      if (threadIdx.x % 32 == 0) mbarrier_arrive(kOAliasesQ ? &b.q_empty[0] : &b.o_empty);
     } else if (threadIdx.x % 32 == 0) {
       for (int box = 0; box < kDv / kBoxCols; ++box)
         tma_store_5d(to, sm.o() + box * kM * kSpan, box * kBoxCols, 0, w.group, first_token(w), w.seq.q_batch);
       bulk_commit_group();
       bulk_wait_group_read<0>();
-      mbarrier_arrive(kOAliasesQ ? &b.q_empty : &b.o_empty);
+      mbarrier_arrive(kOAliasesQ ? &b.q_empty[0] : &b.o_empty);
     }
     __syncwarp();
   }
@@ -585,8 +598,9 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
   const int lane = threadIdx.x % 32;
   const int row0 = wg * kWgRows + (threadIdx.x / 32 % 4) * 16 + lane / 4;  // rows row0 and row0 + 8 of the tile
   Ring ring;
+  QRing q;
   TileFeed feed;
-  u32 tile_phase = 0;
+  u32 tile_phase = 0;  // O's buffer
   const int v_piece = kPaged ? fa4k::paged_piece_rows(kN, a.page_size_log2) : kN;  // V slots' layout
   if (wg == kConsumers - 1) pass_turn(wg);
   for (Work w = feed.next(b); w.m_block >= 0; w = feed.next(b), tile_phase ^= 1) {
@@ -597,7 +611,8 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     u32 p[kN / 16][4];
 #pragma unroll
     for (int i = 0; i < kDv / 2; ++i) o[i] = 0.f;
-    wait<false>(&b.q_full, tile_phase);
+    wait<false>(&b.q_full[q.index], q.phase);
+    const char* q_tile = sm.q(q.index);
 
     // Block 0's S alone (outside the turns: the other consumer has nothing to overlap), then trip j runs S_j's
     // softmax and, in the consumer's turn, issues S_(j+1) = Q K_(j+1)^T (but on the last trip) and
@@ -610,13 +625,13 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     wait<false>(&b.k_full[ring.index], ring.phase);
     fence_registers(s);
     wgmma_fence();
-    issue_qk(s, sm.q(), sm.k(ring.index), wg);
+    issue_qk(s, q_tile, sm.k(ring.index), wg);
     wgmma_commit();
     wgmma_wait<0>();
     for (int j = 0; j < n; ++j) {
       fence_registers(s);
       release(&b.k_empty[ring.index]);
-      if (!kOAliasesQ && j == n - 1) release(&b.q_empty);  // every QK of this consumer has read Q
+      if (!kOAliasesQ && j == n - 1) release(&b.q_empty[q.index]);  // every QK of this consumer has read Q
       softmax_block(s, m, l, scale, j < w.blocks.n_masked || j >= low_masked_from, (w.blocks.n_first - j) * kN, w,
                     w.first_row + row0, a);
       if (j > 0) {
@@ -638,7 +653,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
       fence_registers(s);
       fence_operands(o, p);
       if (next) {
-        issue_qk(s, sm.q(), sm.k(ring.index), wg);
+        issue_qk(s, q_tile, sm.k(ring.index), wg);
         wgmma_commit();
       }
       issue_pv(o, p, sm.v(v_pos.index), j > 0, v_piece);
@@ -680,6 +695,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
             pack_half2<kBf16>(o[4 * g + 2 * r] * inv[r], o[4 * g + 2 * r + 1] * inv[r]);
     fence_proxy_async_shared();
     named_barrier_arrive(kStoreBarrier, kConsumerThreads + 32);
+    q.advance();
   }
 }
 
@@ -697,8 +713,10 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
   if (threadIdx.x == 0) {
     if (smem_u32(sm.base) % 1024) __trap();  // the swizzle atoms need 1024-byte alignment
     Barriers& b = sm.bars();
-    mbarrier_init(&b.q_full, kBarQFullArrivals);
-    mbarrier_init(&b.q_empty, kBarQEmptyArrivals);
+    for (int i = 0; i < kQStages; ++i) {
+      mbarrier_init(&b.q_full[i], kBarQFullArrivals);
+      mbarrier_init(&b.q_empty[i], kBarQEmptyArrivals);
+    }
     for (int i = 0; i < kKvStages; ++i) {
       mbarrier_init(&b.k_full[i], kBarKFullArrivals);
       mbarrier_init(&b.k_empty[i], kBarKEmptyArrivals);

@@ -1,6 +1,7 @@
 // The Hopper kernel (Backend::sm90), statically: Plan invariants and an NVRTC compile of every supported
 // configuration for sm_90a: no spills, no local memory, and no wgmma serialized by ptxas (its C75xx
 // "Potential Performance Loss" notes: a wgmma pipeline that ptxas cannot keep asynchronous).
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include "fa4/fa4.hpp"
@@ -112,6 +113,21 @@ TEST_P(Sm90Plan, Invariants) {
       EXPECT_TRUE(a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset) << a.name << " vs " << b.name;
     }
   }
+  // Q in one or two buffers (the kernel's kQStages, from the QFull count): two wherever they fit beside the
+  // deepest K/V ring with O in a buffer of its own, one when O lies over Q or no second one fits.
+  const auto buffer = [&](const char* name) {
+    return *std::find_if(p.smem.begin(), p.smem.end(), [&](const SmemBuffer& s) { return s.name == name; });
+  };
+  const SmemBuffer q = buffer("Q"), o = buffer("O");
+  ASSERT_GT(q.stride, 0);
+  const int q_stages = q.bytes / q.stride;
+  EXPECT_EQ(q.bytes, q_stages * q.stride);
+  EXPECT_TRUE(q_stages == 1 || q_stages == 2);
+  if (q.offset == o.offset) EXPECT_EQ(q_stages, 1) << "O over Q needs Q's one buffer";
+  if (q_stages == 1 && q.offset != o.offset)
+    EXPECT_GT(p.smem_bytes + q.stride, kSmemLimit) << "a second Q buffer fits beside " << p.kv_stages << " K/V stages";
+  for (const BarrierSpec& bar : p.barriers)
+    if (bar.name == "QFull" || bar.name == "QEmpty") EXPECT_EQ(bar.instances, q_stages) << bar.name;
   // Roles cover the 12 warps once; the consumers are whole warpgroups (wgmma), and setmaxnreg gives one
   // budget to each warpgroup, so the roles of one warpgroup share it.
   std::vector<int> owner(p.threads / 32, 0), regs(p.threads / 128, -1);

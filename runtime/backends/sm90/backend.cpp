@@ -126,11 +126,13 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   const int k_slot = n * d * 2, v_slot = n * dv * 2;
   constexpr int kTileSlots = 2;      // tiles the scheduler announces ahead (the kernel's ring) ...
   constexpr int kAnnounceBytes = 64;  // ... each with its sequence and K/V blocks (the kernel's Work)
-  auto barrier_bytes = [](int stages) { return 8 * (3 + 4 * stages + 2 * kTileSlots) + kAnnounceBytes * kTileSlots; };
-  auto fits = [&](int stages, bool alias) {
-    int end = round_up(q_bytes, 1024) + stages * (k_slot + v_slot);
+  auto barrier_bytes = [](int stages, int q_stages) {
+    return 8 * (1 + 2 * q_stages + 4 * stages + 2 * kTileSlots) + kAnnounceBytes * kTileSlots;
+  };
+  auto fits = [&](int stages, bool alias, int q_stages = 1) {
+    int end = round_up(q_stages * q_bytes, 1024) + stages * (k_slot + v_slot);
     if (!alias) end = round_up(end, 1024) + o_bytes;
-    return round_up(end, 16) + barrier_bytes(stages) <= kSmemBudget;
+    return round_up(end, 16) + barrier_bytes(stages, q_stages) <= kSmemBudget;
   };
   // The deepest ring that fits; O gets its own buffer unless that leaves fewer than two stages (d256: O over
   // Q, so the next tile's Q waits for the O store, 3-7 % of d256 rows up to 2k keys; storing O from the
@@ -147,6 +149,11 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   if (stages < 2) throw Error(ErrorCode::internal, key.name() + ": fewer than two K/V stages fit in shared memory");
   if (o_aliases_q && dv > d) throw Error(ErrorCode::internal, key.name() + ": O can be staged over Q only when dv <= d");
   p.kv_stages = stages;
+  // A second Q buffer where it fits beside that ring (d64 to d128 with O in its own buffer, but not d64 with
+  // fp16 softcap and its 192-key blocks): the next tile's Q loads while this one's last blocks run instead of
+  // after every consumer's last QK (H200: d128 32x512 +4 %, 1x16k +4 %; issuing the next tile's first QK
+  // before staging O as well gained less: bench/results/2026-12-06-h200-sm90-two-q-buffers.md).
+  const int q_stages = !o_aliases_q && fits(stages, false, 2) ? 2 : 1;
 
   int offset = 0;
   auto add = [&](const std::string& name, int bytes, int stride, const std::string& contents, int align = 1024) {
@@ -155,14 +162,15 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
     offset += bytes;
   };
   const std::string boxes = "TMA boxes of " + std::to_string(box_cols) + " columns, " + std::to_string(swizzle) + "B swizzle";
-  add("Q", q_bytes, 0, "the Q tile, " + std::to_string(rows) + " rows x d, " + boxes);
+  add("Q", q_stages * q_bytes, q_bytes,
+      std::to_string(q_stages) + " Q tile(s) of " + std::to_string(rows) + " rows x d, " + boxes);
   add("K", stages * k_slot, k_slot, std::to_string(stages) + " K blocks of " + std::to_string(n) + " rows x d");
   add("V", stages * v_slot, v_slot, std::to_string(stages) + " V blocks of " + std::to_string(n) + " rows x dv");
   if (o_aliases_q)
     p.smem.push_back({"O", p.smem[0].offset, o_bytes, 0, "O over the Q buffer for the TMA store (Q is reloaded after the store has read it)"});
   else
     add("O", o_bytes, 0, "the O tile for the TMA store, same box layout as Q");
-  add("Bars", barrier_bytes(stages), 0, "mbarriers (see the barrier list) and the announced tiles", 16);
+  add("Bars", barrier_bytes(stages, q_stages), 0, "mbarriers (see the barrier list) and the announced tiles", 16);
   p.smem_bytes = round_up(offset, 16);
 
   for (int c = 0; c < consumers; ++c)
@@ -182,8 +190,8 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   p.roles.push_back({"Spare", consumer_warps + 3, 1, regs.producer,
                      "idle (the producer warpgroup gives its registers to the consumers)"});
   p.barriers = {
-      {"QFull", 1, 1, true, "Producer", "Consumers", "Q tile landed (" + std::to_string(q_bytes) + " B)"},
-      {"QEmpty", 1, o_aliases_q ? 1 : consumer_warps, false, o_aliases_q ? "Storer" : "Consumers (one per warp)", "Producer",
+      {"QFull", q_stages, 1, true, "Producer", "Consumers", "Q tile landed (" + std::to_string(q_bytes) + " B)"},
+      {"QEmpty", q_stages, o_aliases_q ? 1 : consumer_warps, false, o_aliases_q ? "Storer" : "Consumers (one per warp)", "Producer",
        o_aliases_q ? "the O store has read the Q buffer" : "every QK of the tile is complete"},
       {"KFull", stages, 1, true, "Producer", "Consumers", "K block landed"},
       {"KEmpty", stages, consumer_warps, false, "Consumers (one per warp)", "Producer", "the QK reading the K block is complete"},
