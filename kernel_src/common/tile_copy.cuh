@@ -1,6 +1,7 @@
 // Copies between a staged tile in shared memory (the layout of TMA boxes, common/smem_layout.h) and where a
-// TMA box cannot go: the sm90 and sm100 kernels' partial tile of a ragged sequence, and the rows of a K/V
-// block past its sequence's keys.
+// TMA box cannot go: the sm90 and sm100 kernels' partial tile of a ragged sequence, the sm90 kernel's tile
+// that starts before token 0 (row blocks counted from the bottom), and the rows of a K/V block past its
+// sequence's keys.
 #pragma once
 
 #include "common/params.h"
