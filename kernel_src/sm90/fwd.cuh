@@ -13,8 +13,8 @@
 // small shared-memory ring. Warps, with C consumers:
 //   4c .. 4c + 3 Consumer c: rows 64c .. 64c + 63 of the tile (the wgmma M of 64)
 //   4C Producer: one thread issues the TMA loads (Q once per tile; K and V rings; paged: lane p piece p)
-//   4C + 1 Storer: one thread issues the TMA store of each tile's O, so no consumer waits for it (the partial
-//     tile of a ragged sequence: the warp stores its rows, so that none lands in a neighbouring sequence's)
+//   4C + 1 Storer: one thread issues the TMA store of each tile's O, so no consumer waits for it (a partial
+//     tile whose box would leave its sequence, ragged or starting before token 0: the warp copies its rows)
 //   4C + 2 Scheduler: draws and decodes the tiles (a role of its own: the producer warpgroup's registers are few)
 //   4C + 3 idle; setmaxnreg moves the warpgroup's registers to the consumers, which hold S, P and O at once
 // A consumer overlaps its softmax of block j with its own PV of block j-1 on the tensor cores:
@@ -75,7 +75,8 @@ static_assert((kConsumers == 2 || kConsumers == 3) && kM == kConsumers * kWgRows
 static_assert(kD % 16 == 0 && kN % 16 == 0 && kD % kBoxCols == 0 && kDv % kBoxCols == 0, "whole MMA steps and TMA boxes");
 // The wgmma descriptors carry base offset 0: every tile and box starts on a swizzle repeat (8 rows of kSpan).
 static_assert(kSmemQOffset % (8 * kSpan) == 0 && kSmemOOffset % (8 * kSpan) == 0 && kSmemKOffset % (8 * kSpan) == 0 &&
-                  kSmemVOffset % (8 * kSpan) == 0 && kSmemKStride % (8 * kSpan) == 0 && kSmemVStride % (8 * kSpan) == 0 &&
+                  kSmemVOffset % (8 * kSpan) == 0 && kSmemQStride % (8 * kSpan) == 0 && kSmemKStride % (8 * kSpan) == 0 &&
+                  kSmemVStride % (8 * kSpan) == 0 &&
                   (kN * kSpan) % (8 * kSpan) == 0,
               "tiles start on swizzle repeats");
 static_assert(kWaitTimeoutMs <= 4000, "the watchdog's 32-bit nanosecond clock wraps after 4.29 s");
