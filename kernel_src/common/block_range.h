@@ -17,6 +17,19 @@ struct BlockRange {
   int n_masked_low;  // ... and so do the last n_masked_low (a window's left edge; 0 without a window)
 };
 
+// The first and last token of packed rows [first_row, first_row + rows) inside a sequence of seqlen_q tokens:
+// rows before it (first_row < 0: tile_first_row counted from the bottom) and past it are left out.
+struct TokenSpan {
+  int first, last;
+};
+FA4_BLOCKS_HD TokenSpan row_tokens(int first_row, int rows, int pack, int seqlen_q) {
+  TokenSpan t;
+  t.first = first_row > 0 ? first_row / pack : 0;
+  t.last = (first_row + rows - 1) / pack;
+  if (t.last > seqlen_q - 1) t.last = seqlen_q - 1;
+  return t;
+}
+
 // Rows [first_row, first_row + rows) of the packed row space (token * pack + head in pack) against K/V
 // blocks of tile_n keys. Causal is bottom-right aligned: token r sees keys c <= r + seqlen_k - seqlen_q.
 // Blocks above every row's diagonal are never visited; a CTA whose rows see no key still visits one
@@ -24,9 +37,8 @@ struct BlockRange {
 FA4_BLOCKS_HD BlockRange kv_block_range(int first_row, int rows, int pack, int seqlen_q, int seqlen_k, int tile_n,
                                         bool causal) {
   const int total = (seqlen_k + tile_n - 1) / tile_n;
-  const int first_token = first_row > 0 ? first_row / pack : 0;  // (rows before the sequence: tile_first_row)
-  int last_token = (first_row + rows - 1) / pack;
-  if (last_token > seqlen_q - 1) last_token = seqlen_q - 1;
+  const TokenSpan tokens = row_tokens(first_row, rows, pack, seqlen_q);
+  const int first_token = tokens.first, last_token = tokens.last;
   const int shift = seqlen_k - seqlen_q;
   int end = total;
   if (causal) {
@@ -77,9 +89,8 @@ struct WindowBlocks {
 };
 FA4_BLOCKS_HD WindowBlocks window_block_range(int first_row, int rows, int pack, int seqlen_q, int seqlen_k, int tile_n,
                                               int left, int right) {
-  const int first_token = first_row > 0 ? first_row / pack : 0;
-  int last_token = (first_row + rows - 1) / pack;
-  if (last_token > seqlen_q - 1) last_token = seqlen_q - 1;
+  const TokenSpan tokens = row_tokens(first_row, rows, pack, seqlen_q);
+  const int first_token = tokens.first, last_token = tokens.last;
   const long long diag = static_cast<long long>(seqlen_k) - seqlen_q;
   WindowBlocks w;
   // Visited: from the first row's first key to the last row's last key.

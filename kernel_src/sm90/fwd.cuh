@@ -396,6 +396,7 @@ __device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Sme
 __device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* to) {
   Barriers& b = sm.bars();
   TileFeed feed;
+  u64* const read = kOAliasesQ ? &b.q_empty[0] : &b.o_empty;  // the staged O is read: its buffer is free
   for (Work w = feed.next(b); w.m_block >= 0; w = feed.next(b)) {
     named_barrier_sync(kStoreBarrier, kConsumerThreads + 32);
     const int first = w.first_row < 0 ? -w.first_row : 0;           // the tile's rows inside its
@@ -404,13 +405,13 @@ __device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem&
       fa4k::store_tile_rows<kM, kDv, kPack, kSwizzle>(sm.o(), first, end, a.o, w.seq.q_batch, first_token(w), w.group,
                                                       threadIdx.x % 32, 32);
       __syncwarp();
-      if (threadIdx.x % 32 == 0) mbarrier_arrive(kOAliasesQ ? &b.q_empty[0] : &b.o_empty);
+      if (threadIdx.x % 32 == 0) mbarrier_arrive(read);
     } else if (threadIdx.x % 32 == 0) {
       for (int box = 0; box < kDv / kBoxCols; ++box)
         tma_store_5d(to, sm.o() + box * kM * kSpan, box * kBoxCols, 0, w.group, first_token(w), w.seq.q_batch);
       bulk_commit_group();
       bulk_wait_group_read<0>();
-      mbarrier_arrive(kOAliasesQ ? &b.q_empty[0] : &b.o_empty);
+      mbarrier_arrive(read);
     }
     __syncwarp();
   }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,13 @@ namespace fa4::test {
     if (const int arch = ::fa4::detail::device_arch(dev0); arch != 90)                                  \
       GTEST_SKIP() << "SKIPPED: needs an sm_90 device (the sm90 kernel, the tcgen05 emulation), this one is sm_" << arch; \
   } while (0)
+
+// The Plan's shared-memory buffer called `name` (throws when there is none).
+inline const SmemBuffer& smem_buffer(const Plan& plan, const std::string& name) {
+  for (const SmemBuffer& b : plan.smem)
+    if (b.name == name) return b;
+  throw std::runtime_error("plan has no smem buffer " + name);
+}
 
 // The check machinery the tests share with `fa4rt selftest` (verify/): device buffers, contexts, random
 // inputs, references, the attention check harness.

@@ -9,6 +9,7 @@
 #include "runtime/codegen.hpp"
 #include "runtime/backend.hpp"
 #include "runtime/launch.hpp"
+#include "test_util.hpp"
 
 namespace fa4::detail {
 namespace {
@@ -20,12 +21,6 @@ std::vector<KernelKey> all_keys() {
   for (int arch : {80, 86, 89, 90, 100, 120})
     for (const KernelConfig& c : supported_configs(Backend::portable, arch)) keys.push_back(key_for_config(c, arch));
   return keys;
-}
-
-const SmemBuffer& buffer(const Plan& plan, const std::string& name) {
-  for (const SmemBuffer& b : plan.smem)
-    if (b.name == name) return b;
-  throw std::runtime_error("plan has no smem buffer " + name);
 }
 
 KernelKey portable_key(int d, int dv, int arch = 90) {
@@ -74,10 +69,10 @@ TEST(PortablePlan, InvariantsHoldForEveryConfiguration) {
 
     // Shared memory: Q, the K and V rings, O staged over Q; 128-byte aligned, inside smem_bytes, no overlap
     // except O within Q.
-    const SmemBuffer& q = buffer(plan, "Q");
-    const SmemBuffer& k = buffer(plan, "K");
-    const SmemBuffer& v = buffer(plan, "V");
-    const SmemBuffer& o = buffer(plan, "O");
+    const SmemBuffer& q = test::smem_buffer(plan, "Q");
+    const SmemBuffer& k = test::smem_buffer(plan, "K");
+    const SmemBuffer& v = test::smem_buffer(plan, "V");
+    const SmemBuffer& o = test::smem_buffer(plan, "O");
     EXPECT_EQ(q.bytes, plan.tile_m * d * 2);
     EXPECT_EQ(k.bytes, plan.kv_stages * plan.tile_n * d * 2);
     EXPECT_EQ(v.bytes, plan.kv_stages * plan.tile_n * dv * 2);
@@ -213,9 +208,9 @@ TEST(PortablePlan, DecodePlansFitEveryArch) {
       EXPECT_GT(plan.split_blocks, 0);
       const int per_block = arch == 80 ? 163 * 1024 : arch == 90 || arch == 100 ? 227 * 1024 : 99 * 1024;
       EXPECT_LE(plan.smem_bytes, per_block);
-      const SmemBuffer& k = buffer(plan, "K");
-      const SmemBuffer& v = buffer(plan, "V");
-      const SmemBuffer& stats = buffer(plan, "Stats");
+      const SmemBuffer& k = test::smem_buffer(plan, "K");
+      const SmemBuffer& v = test::smem_buffer(plan, "V");
+      const SmemBuffer& stats = test::smem_buffer(plan, "Stats");
       EXPECT_EQ(k.bytes, warps * plan.kv_stages * 16 * h.head_dim * 2);
       EXPECT_EQ(v.bytes, warps * plan.kv_stages * 16 * h.head_dim_v * 2);
       EXPECT_LE(8 * h.head_dim_v * 4, k.stride) << "half a warp's fp32 O over one K stage";

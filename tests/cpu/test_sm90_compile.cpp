@@ -1,7 +1,6 @@
 // The Hopper kernel (Backend::sm90), statically: Plan invariants and an NVRTC compile of every supported
 // configuration for sm_90a: no spills, no local memory, and no wgmma serialized by ptxas (its C75xx
 // "Potential Performance Loss" notes: a wgmma pipeline that ptxas cannot keep asynchronous).
-#include <algorithm>
 #include <gtest/gtest.h>
 
 #include "fa4/fa4.hpp"
@@ -115,10 +114,7 @@ TEST_P(Sm90Plan, Invariants) {
   }
   // Q in one or two buffers (the kernel's kQStages, from the QFull count): two wherever they fit beside the
   // deepest K/V ring with O in a buffer of its own, one when O lies over Q or no second one fits.
-  const auto buffer = [&](const char* name) {
-    return *std::find_if(p.smem.begin(), p.smem.end(), [&](const SmemBuffer& s) { return s.name == name; });
-  };
-  const SmemBuffer q = buffer("Q"), o = buffer("O");
+  const SmemBuffer &q = test::smem_buffer(p, "Q"), &o = test::smem_buffer(p, "O");
   ASSERT_GT(q.stride, 0);
   const int q_stages = q.bytes / q.stride;
   EXPECT_EQ(q.bytes, q_stages * q.stride);
