@@ -95,6 +95,7 @@ std::string generate_preamble(const Plan& plan) {
   p.flag("kPersistent", plan.persistent);
   p.flag("kRowsFromBottom", plan.rows_from_bottom);
   p.constant("int", "kSoftExp2Every", plan.soft_exp2_every);
+  p.constant("int", "kPvEarlySteps", plan.pv_early_steps);
   p.constant("int", "kFoldBlocks", plan.fold_split_blocks);
   p.constant("int", "kRescaleThresholdLog2", plan.rescale_threshold_log2);
   p.constant("int", "kWaitTimeoutMs", plan.wait_timeout_ms);

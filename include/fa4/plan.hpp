@@ -163,6 +163,8 @@ struct FA4_API Plan {
   long long scratch_bytes_per_cta = 0;  // device scratch per CTA of the grid (sm100 emulation: its TMEM backing
                                         // store; sm90 causal: the tile counters); zeroed when allocated
   int soft_exp2_every = 0;   // sm100: one exp2 in this many done on the FMA pipe (0: none)
+  int pv_early_steps = 0;    // sm100: the PV's k-steps issued once the softmax has stored the P they read
+                             // (PvReady), before the rest of P (PLast); 0: the whole PV waits for all of P
   int rescale_threshold_log2 = 8;
   int wait_timeout_ms = 0;   // sm100: a barrier wait longer than this traps (0: no watchdog)
   int split_blocks = 0;      // split-KV with num_splits 0: KV blocks per part (a constant: batch invariance) ...

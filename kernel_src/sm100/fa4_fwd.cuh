@@ -42,6 +42,12 @@ constexpr bool kPvDone = kTmemP0Col >= kTmemS0Col && kTmemP0Col < kTmemS0Col + k
 // There P_s is S_s's top columns: the keys below it (S column = key) are outside P, so that part of the next
 // QK may be issued before the PvDone wait and keep the tensor pipe busy across it.
 constexpr int kKeysBelowP = kPvDone ? kTmemP0Col - kTmemS0Col : 0;
+constexpr int kPvSteps = kN / 16;
+// The PV's k-steps issued once PvReady says the softmax has stored the P they read (the Plan's
+// pv_early_steps); PLast releases the rest. Softmax stores P 32 keys (two k-steps) at a time.
+constexpr int kPvEarly = kPvEarlySteps > 0 ? kPvEarlySteps : kPvSteps;
+static_assert(kPvEarly % 2 == 0 && kPvEarly <= kPvSteps && (kPvEarly < kPvSteps) == (kBarPLastCount > 0),
+              "Plan: the PV's early k-steps end on a stored part of P; PLast where the PV is split");
 static_assert(!kPvDone || (kTmemP0Col + kTmemP0Cols == kTmemS0Col + kTmemS0Cols &&
                            kTmemP1Col - kTmemS1Col == kKeysBelowP && kKeysBelowP % 16 == 0),
               "Plan: P_s over the top columns of S_s, at the same offset in both tiles, on a QK MMA's N step");
@@ -157,13 +163,13 @@ __device__ __forceinline__ F32x2 exp2_fma2(F32x2 x) {
 
 // ---- shared memory ---------------------------------------------------------------------------------
 // Two of each but the ring's: per Q tile, or per S buffer (a tile's, or in a one-tile CTA a block parity's:
-// s_full, pv_ready, pv_done, stats_full). A one-tile CTA leaves the second of the others unused (kept: the
+// s_full, pv_ready, pv_done, p_last, stats_full). A one-tile CTA leaves the second of the others unused (kept: the
 // same layout for both shapes; ptxas allocates the two-tile roles' registers differently, and spills, with
 // another).
 struct Barriers {
   u64 q_full[2], q_empty[2];
   u64 kv_full[kKvStages], kv_empty[kKvStages];  // adjacent: MmaRing reaches a slot's KvEmpty from its KvFull
-  u64 s_full[2], pv_ready[2], pv_done[2];
+  u64 s_full[2], pv_ready[2], pv_done[2], p_last[2];
   u64 stats_full[2], final_full[2], final_empty[2];
   u64 o_full[2], o_staged[2], o_free[2];
 };
@@ -400,11 +406,13 @@ struct MmaOperands {
   // slot descriptor is built per PV, and ptxas advances each k-step in uniform registers (one uniform
   // 64-bit add per MMA). (Built from the slot index it had to be opaque for that: 270 -> 263 instructions
   // per 32 MMAs at d128; built from the address it needs no opaque: same counts.)
+  // k-steps [kStep0, kStep0 + kSteps) of it: keys 16 kStep0 on.
+  template <int kStep0 = 0, int kSteps = kPvSteps>
   __device__ __forceinline__ void pv(int s, u32 full, bool accumulate) const {
     const u64 v = v_bar + static_cast<u64>(full) * kUnitsPerBar;
     const u32 t = opaque(t0);
 #pragma unroll
-    for (int kk = 0; kk < kN / 16; ++kk)
+    for (int kk = kStep0; kk < kStep0 + kSteps; ++kk)
       mma_f16_ts_issue(t + o_col(s), t + (s ? kTmemP1Col : kTmemP0Col) + kk * 8,
                        desc_advance(v, mnmajor_step(kSwizzle, kN, kk * 16).start), kIdescPv, accumulate || kk > 0);
   }
@@ -415,10 +423,10 @@ __device__ __forceinline__ void mma_two_tiles(const fa4k::AttentionArgs& a, cons
   const MmaOperands op(sm, tmem);
   MmaRing ring(b);
   u32 tile_phase = 0;
-  // PV number k of tile s (counted over the CTA's tiles) waits on PvReady[s] in phase k % 2, and its commit
-  // is awaited on PvDone[s] in the same phase (one PvDone wait per PV, in order: a tile's last at the next
-  // tile's start or the role's end). Every step runs one PV of each tile, so one parity serves all four
-  // barriers: the current step's, flipped after it (one per tile and kind before: d128 213 -> 209
+  // PV number k of tile s (counted over the CTA's tiles) waits on PvReady[s] and PLast[s] in phase k % 2, and
+  // its commit is awaited on PvDone[s] in the same phase (one PvDone wait per PV, in order: a tile's last at
+  // the next tile's start or the role's end). Every step runs one PV of each tile, so one parity serves all
+  // these barriers: the current step's, flipped after it (one per tile and kind before: d128 213 -> 209
   // instructions per 32 MMAs).
   u32 pv_parity = 0;
   // Where P_s lies inside S_s's columns (kPvDone), PV_s reads them and the next QK into S_s overwrites them.
@@ -427,20 +435,31 @@ __device__ __forceinline__ void mma_two_tiles(const fa4k::AttentionArgs& a, cons
   // has columns of its own, the QK follows at once.
   // The two ordering defects leave the PvDone barrier out: no commit, no wait.
   constexpr bool kAwaitsPv = kPvDone && kFault != Fault::assume_mma_order && kFault != Fault::tmem_reuse_race;
-  auto await_pv = [&](int s, u32 parity) {
-    if (!kAwaitsPv) return;
-    wait(&b.pv_done[s], parity, "pv_done");
+  auto acquire = [&](u64* bar, u32 parity, const char* name) {
+    wait(bar, parity, name);
     tcgen05_fence_after_thread_sync();
   };
+  // PV_s (V in slot `full`; its PvReady already waited for): the k-steps whose P was stored before PvReady,
+  // then, after PLast, the rest; committed to PvDone where the next QK waits for it.
+  auto pv = [&](int s, u32 full, bool accumulate) {
+    op.pv<0, kPvEarly>(s, full, accumulate);
+    if constexpr (kPvEarly < kPvSteps) {
+      acquire(&b.p_last[s], pv_parity, "p_last");
+      op.pv<kPvEarly, kPvSteps - kPvEarly>(s, full, true);
+    }
+    if constexpr (kAwaitsPv) mma_commit_issue(&b.pv_done[s]);
+  };
   // A QK into S_s (K in slot `full`), behind the PV that reads P_s where `after_pv`: the keys below P_s first,
-  // then the wait, then the keys over P_s, so the tensor pipe has MMAs across the wait's round trip.
+  // then the wait, then the keys over P_s, so the tensor pipe has MMAs across the wait's round trip. (A
+  // finer split, the keys over P's lower half behind a commit after the PV's first half, shortens the wait
+  // but reads Q from shared memory once more: each group's k-steps read all of Q, and at N = 32 a k-step
+  // is shared-memory bound at 2.5x its tensor time; docs/speed-model.md.)
   auto qk_behind_pv = [&](int s, u32 full, u32 parity, bool after_pv) {
-    if constexpr (kAwaitsPv && kKeysBelowP > 0) {
+    if constexpr (kAwaitsPv) {
       op.qk<0, kKeysBelowP>(s, full, s);
-      if (after_pv) await_pv(s, parity);
+      if (after_pv) acquire(&b.pv_done[s], parity, "pv_done");
       op.qk<kKeysBelowP, kN - kKeysBelowP>(s, opaque(full), s);  // rebuilt: no descriptors held across the wait
     } else {
-      if (after_pv) await_pv(s, parity);
       op.qk(s, full);
     }
   };
@@ -485,8 +504,7 @@ __device__ __forceinline__ void mma_two_tiles(const fa4k::AttentionArgs& a, cons
         // uniform ones before every MMA: 32 moves a block at d128); each group builds its own in uniform
         // registers (d128: 263 -> 248 instructions per 32 MMAs naming V as the slot before K's, 2 fewer with
         // one VIMNMX; K's renamed too: see MmaOperands::qk).
-        op.pv(s, s == 0 ? v_pos.full : v_pos.full_renamed(), accumulate);
-        if (kAwaitsPv) mma_commit_issue(&b.pv_done[s]);
+        pv(s, s == 0 ? v_pos.full : v_pos.full_renamed(), accumulate);
         if (last) {
           mma_commit_issue(&b.o_full[s]);
           if (s == 1) mma_commit_issue(v_pos.kv_empty(sm));
@@ -511,8 +529,8 @@ __device__ __forceinline__ void mma_two_tiles(const fa4k::AttentionArgs& a, cons
   }
   // Leave no PvDone arrival in flight when the CTA exits (there are none where P has columns of its own; the
   // Load warp drains the KvEmpty and QEmpty arrivals, the other roles wait for theirs).
-  if (walk.taken > 0)
-    for (int s = 0; s < kQTiles; ++s) await_pv(s, pv_parity ^ 1);
+  if (kAwaitsPv && walk.taken > 0)
+    for (int s = 0; s < kQTiles; ++s) acquire(&b.pv_done[s], pv_parity ^ 1, "pv_done");
 }
 
 // One Q tile, S double-buffered: block j's S in buffer j % 2. Per tile: QK(0), then for each block j
@@ -648,34 +666,47 @@ __device__ void softmax_role(const fa4k::AttentionArgs& a, const Smem& sm, u32 t
 
       // Exponents two columns at a time (packed FFMA2/FADD2 on sm_100a). One pair in kSoftExp2Every goes to
       // the FMA pipe (one value in kSoftExp2Every, as the Plan says); four partial sums shorten the chain.
+      // P goes to TMEM 32 keys (16 columns) at a time, each part as soon as its exponents are done; once the
+      // parts the PV's first kPvEarlySteps k-steps read are stored, PvReady lets the Mma warp start them
+      // while the rest is exponentiated (PLast then releases the rest of the PV).
       const float bias = (row_max == FA4_NEG_INF ? 0.f : row_max) * scale_log2;
       const F32x2 scale2 = {scale_log2, scale_log2}, neg_bias2 = {-bias, -bias};
       F32x2 sum2[4] = {};
+      // Every thread arrives for its own row (no warp sync, no leader test: 2 instructions a hand-over).
+      auto hand_over = [&](u64* bar) {
+        if (kFault != Fault::skip_wait_st) tmem_wait_st();
+        tcgen05_fence_before_thread_sync();
+        signal(bar);
+      };
 #pragma unroll
-      for (int c = 0; c < kN; c += 2) {
-        const F32x2 arg = f32x2_fma({x[c], x[c + 1]}, scale2, neg_bias2);
-        const int pair = c / 2;
-        const F32x2 e = (kSoftExp2Every && pair % kSoftExp2Every == kSoftExp2Every - 1)
-                            ? exp2_fma2(arg)
-                            : F32x2{exp2_mufu(arg.x), exp2_mufu(arg.y)};
-        x[c] = e.x;
-        x[c + 1] = e.y;
-        sum2[pair % 4] = f32x2_add(sum2[pair % 4], e);
+      for (int part = 0; part < kN / 32; ++part) {
+        const int c0 = part * 32;
+#pragma unroll
+        for (int c = c0; c < c0 + 32; c += 2) {
+          const F32x2 arg = f32x2_fma({x[c], x[c + 1]}, scale2, neg_bias2);
+          const int pair = c / 2;
+          const F32x2 e = (kSoftExp2Every && pair % kSoftExp2Every == kSoftExp2Every - 1)
+                              ? exp2_fma2(arg)
+                              : F32x2{exp2_mufu(arg.x), exp2_mufu(arg.y)};
+          x[c] = e.x;
+          x[c + 1] = e.y;
+          sum2[pair % 4] = f32x2_add(sum2[pair % 4], e);
+        }
+        // The defect divides by the row sum so far (earlier blocks and this block's parts up to this one).
+        float p_scale = 1.f;
+        if constexpr (kFault == Fault::early_normalize) {
+          const F32x2 partial = f32x2_add(f32x2_add(sum2[0], sum2[1]), f32x2_add(sum2[2], sum2[3]));
+          p_scale = 1.f / fmaf(row_sum, acc_scale, partial.x + partial.y);
+        }
+        u32 packed[16];
+#pragma unroll
+        for (int i = 0; i < 16; ++i) packed[i] = pack_half2<kBf16>(x[c0 + 2 * i] * p_scale, x[c0 + 2 * i + 1] * p_scale);
+        tmem_st_32x32b<16>(p_addr + c0 / 2, packed);
+        if (c0 + 32 == kPvEarly * 16) hand_over(&b.pv_ready[sb]);
+        if (kPvEarly < kPvSteps && c0 + 32 == kN) hand_over(&b.p_last[sb]);
       }
       const F32x2 sum01 = f32x2_add(f32x2_add(sum2[0], sum2[1]), f32x2_add(sum2[2], sum2[3]));
       row_sum = fmaf(row_sum, acc_scale, sum01.x + sum01.y);
-      const float p_scale = kFault == Fault::early_normalize ? 1.f / row_sum : 1.f;
-#pragma unroll
-      for (int c = 0; c < kN; c += 32) {
-        u32 packed[16];
-#pragma unroll
-        for (int i = 0; i < 16; ++i) packed[i] = pack_half2<kBf16>(x[c + 2 * i] * p_scale, x[c + 2 * i + 1] * p_scale);
-        tmem_st_32x32b<16>(p_addr + c / 2, packed);
-      }
-      if (kFault != Fault::skip_wait_st) tmem_wait_st();
-      tcgen05_fence_before_thread_sync();
-      __syncwarp();
-      if (threadIdx.x % 32 == 0) signal(&b.pv_ready[sb]);
     }
     if (kFault == Fault::skip_wait_st) tmem_wait_st();
     // Final round: the factor O is normalised by (1 / row_sum; with a sink in the denominator, less) to
@@ -875,6 +906,7 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
         mbarrier_init(&b.s_full[sb], kBarSFullArrivals);
         mbarrier_init(&b.pv_ready[sb], kBarPvReadyArrivals);
         if (kBarPvDoneCount > 0) mbarrier_init(&b.pv_done[sb], kBarPvDoneArrivals);
+        if (kBarPLastCount > 0) mbarrier_init(&b.p_last[sb], kBarPLastArrivals);
         mbarrier_init(&b.stats_full[sb], kBarStatsFullArrivals);
       }
       for (int i = 0; i < kKvStages; ++i) {

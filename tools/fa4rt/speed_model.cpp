@@ -22,10 +22,11 @@ constexpr double kFp32PerClk = 128;            // per SM: FP32 FMA lanes; FFMA2/
 constexpr double kAluPerClk = 64;              // per SM: compare/min/max/select/logic/shift/convert lanes (assumed)
 constexpr double kImadPerClk = 64;             // per SM: IMAD lanes (assumed; the FMA pipe's heavy half)
 constexpr double kSmemBytesPerClk = 128;       // per SM: shared memory bandwidth (FA4 paper)
-// Calibration (docs/speed-model.md): the latency each handoff adds to a Q tile's serial chain (commit ->
+// Calibration (docs/speed-model.md): the latency each handoff adds to a Q tile's serial path (commit ->
 // mbarrier -> waiting warp, plus the softmax's unmodelled serial phases), set once so that the model on
-// FA4's counts gives FA4's published 1613 TFLOP/s (hd128, non-causal, long sequence).
-constexpr double kHandoffCycles = 465;
+// FA4's counts, with its P handed over in two parts, gives FA4's published 1613 TFLOP/s (hd128, non-causal,
+// long sequence).
+constexpr double kHandoffCycles = 577;
 constexpr double kRescaleShare = 0.1;          // blocks whose O is rescaled (FA4: conditional rescaling skips ~90%)
 constexpr double kWarpLanes = 32;
 
@@ -108,6 +109,7 @@ std::vector<KernelCounts> parse_counts(const std::string& text) {
         else if (k == "role") role = v;
         else if (k == "source") key.source = v;
         else if (k == "self_waits") key.self_waits = std::stod(v);
+        else if (k == "pv_early") key.pv_early = std::stod(v);
         else if (fields.count(k)) *fields[k] = std::stod(v);
         // other keys are carried for people (the Python tool writes more than the model reads)
       } catch (const std::logic_error&) {
@@ -121,21 +123,44 @@ std::vector<KernelCounts> parse_counts(const std::string& text) {
     if (it == table.end()) it = table.insert(table.end(), key);
     if (!key.source.empty()) it->source = key.source;
     if (key.self_waits >= 0) it->self_waits = key.self_waits;
+    if (key.pv_early >= 0) it->pv_early = key.pv_early;
     it->roles[role] = counts;
   }
   return table;
 }
 
-// Keys of a block whose QK columns lie below P where P lies over S's top columns (TMEM map: P0 inside S0):
-// the kernel issues that part of the next QK ahead of its wait for the PV that reads P. 0 elsewhere.
-double keys_below_p(const Plan& plan) {
-  const TmemRegion *s = nullptr, *p = nullptr;
-  for (const TmemRegion& r : plan.tmem) {
-    if (r.name == "S0") s = &r;
-    if (r.name == "P0") p = &r;
-  }
-  if (!s || !p || p->first_column < s->first_column || p->first_column >= s->first_column + s->columns) return 0;
-  return p->first_column - s->first_column;
+// Cycles of one QK MMA group of `keys` keys (N) over head dim d, 128 rows: the tensor pipe's, or shared
+// memory's where the group is narrow. Each K = 16 step reads all of Q's rows and the group's keys of K, so
+// N = 128 is balanced (64 cycles both ways) and N = 64 reads 6 KiB in 48 cycles for 32 of tensor work.
+double qk_group_cycles(double m, double keys, double d) {
+  return std::max(2 * m * keys * d / kTensorFlopPerClk, (m + keys) * d * 2 / kSmemBytesPerClk);
+}
+
+// One Q tile's serial path through a K/V block, from its softmax's start to the next one's: the softmax; P
+// handed to the MMA warp (one handoff), in two parts where the PV's first `early` of its `steps` k-steps
+// take the P stored first (the softmax stores P evenly as it goes); the PV (`pv` cycles); the next QK; S
+// full back to the softmax (one handoff). The tensor pipe runs the MMAs in issue order, each once issued
+// and the pipe free; the other tile's MMAs are left out (they fill the gaps). Without `waits` the QK is
+// one group (`qk` cycles) right behind the PV (FA4's order). With them (P lies over S) it is two: the keys
+// below P (`qk_below`) once the last of P is handed over, the keys over P (`qk_over`) a handoff after the
+// PV completes (PvDone).
+double tile_path(double softmax, double pv, double steps, double early, double qk, double qk_below, double qk_over,
+                 bool waits) {
+  const double early_ready = softmax * early / steps + kHandoffCycles, late_ready = softmax + kHandoffCycles;
+  double end = 0;  // the pipe's queue
+  auto run = [&](double ready, double cycles) { return end = std::max(end, ready) + cycles; };
+  run(early_ready, pv * early / steps);
+  const double pv_done = run(late_ready, pv * (steps - early) / steps);
+  if (!waits) return run(late_ready, qk) + kHandoffCycles;
+  run(late_ready, qk_below);
+  run(pv_done + kHandoffCycles, qk_over);
+  return end + kHandoffCycles;
+}
+
+const TmemRegion* tmem_region(const Plan& plan, const std::string& name) {
+  for (const TmemRegion& r : plan.tmem)
+    if (r.name == name) return &r;
+  return nullptr;
 }
 
 SpeedPrediction predict(const Plan& plan, const KernelCounts& k, int seqlen) {
@@ -177,28 +202,32 @@ SpeedPrediction predict(const Plan& plan, const KernelCounts& k, int seqlen) {
   }
   auto most = [](const double (&v)[4]) { return *std::max_element(v, v + 4); };
 
-  // The MMA warp waiting for its own MMAs (a barrier it both commits and waits on: PvDone) drains the tensor
-  // pipe once per wait. A counts line can say how many such waits a kernel has (self_waits=; FA4's: 0).
-  double self_waits = 0;
-  for (const BarrierSpec& b : plan.barriers)
-    if (b.producer == b.consumer) self_waits += b.instances;
-  if (k.self_waits >= 0) self_waits = k.self_waits;
-  // The QK behind a self-wait has its keys below P issued ahead of the wait: the tensor pipe runs them during
-  // the round trip, which leaves only the rest of it idle.
-  const double drain = std::max(0.0, kHandoffCycles - qk * keys_below_p(plan) / n);
-  // A tile's serial chain per block: QK, the softmax of its rows (one warp's pipes alone), PV, and one handoff
-  // per barrier crossing (S full -> softmax, P ready -> MMA warp) and a drain per self-wait of the tile.
+  // A tile's serial path per block (tile_path): the two tiles overlap each other's, so it bounds the period.
+  // The PV is handed over in two parts where the Plan says (pv_early_steps) or a counts line does (pv_early=:
+  // FA4's). Where P lies over S (TMEM map: P0 inside S0), our QK waits for the PV, in two groups: the drain
+  // is what that adds to the path (the wait, and the narrower groups' shared-memory time), and the tensor
+  // pipe loses it once per tile and block. A counts line can say a kernel has no such waits (self_waits=0:
+  // FA4's).
   const double softmax_alone = std::max({softmax_warp.issue, mufu_cycles(softmax_warp), fma_cycles(softmax_warp), alu_cycles(softmax_warp)});
-  const double smem_bytes = tiles * (m * d + n * d + n * dv) * 2;  // MMA operand reads: Q and K (QK), V (PV)
+  const double steps = n / 16, early = k.pv_early >= 0 ? k.pv_early : plan.pv_early_steps > 0 ? plan.pv_early_steps : steps;
+  const TmemRegion *s0 = tmem_region(plan, "S0"), *p0 = tmem_region(plan, "P0");
+  const bool waits = s0 && p0 && p0->first_column >= s0->first_column && p0->first_column < s0->first_column + s0->columns &&
+                     k.self_waits != 0;
+  const double below = waits ? p0->first_column - s0->first_column : 0;
+  const double qk_whole = qk_group_cycles(m, n, d), qk_below = qk_group_cycles(m, below, d), qk_over = qk_group_cycles(m, n - below, d);
+  const double path = tile_path(softmax_alone, pv, steps, early, qk_whole, qk_below, qk_over, waits);
+  const double drain = path - tile_path(softmax_alone, pv, steps, early, qk_whole, qk_below, qk_over, false);
+  // MMA operand reads from shared memory: Q once per QK group, K (QK), V (PV).
+  const double smem_bytes = tiles * ((waits ? 2 : 1) * m * d + n * d + n * dv) * 2;
 
   p.cycles = {{"tensor", tensor},
-              {"tensor+drains", tensor + self_waits * drain},
+              {"tensor+drains", tensor + tiles * drain},
               {"MUFU", most(mufu)},
               {"FMA", most(fma)},
               {"ALU", most(alu)},
               {"issue", most(issue)},
               {"smem", smem_bytes / kSmemBytesPerClk},
-              {"chain", qk + pv + softmax_alone + 2 * kHandoffCycles + self_waits / tiles * drain}};
+              {"chain", path}};
   for (const auto& [name, cycles] : p.cycles)
     if (cycles > p.period) p.period = cycles, p.bound = name;
   p.tflops = p.flops_per_block / p.period * kClockHz * kSms / 1e12;

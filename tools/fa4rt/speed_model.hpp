@@ -25,7 +25,8 @@ struct KernelCounts {
   int d = 0, dv = 0;
   bool causal = false;
   std::string source;     // where the numbers come from
-  double self_waits = -1;  // waits of the MMA warp on its own MMAs per block (-1: from the Plan's barriers)
+  double self_waits = -1;  // 0: the MMA warp never waits on its own MMAs (FA4); -1: as the Plan's TMEM map says
+  double pv_early = -1;    // the PV's k-steps issued before the last of P is stored (FA4: 6); -1: the Plan's
   std::map<std::string, RoleCounts> roles;
 };
 

@@ -112,6 +112,9 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   // the section's K/V, the rest the Q/O streams and other sections' tails.
   if (key.causal) p.l2_section_bytes = 32ll << 20;
   p.soft_exp2_every = key.head_dim <= 128 ? 8 : 0;  // share of exp2 on the FMA pipe (FA4: 1 in 8 for d <= 128)
+  // Two tiles: P is handed to the PV in two parts, as in FA4: the PV's first 6 of 8 k-steps start once softmax
+  // has stored the keys they read (96 of 128) and run while it exponentiates the rest.
+  p.pv_early_steps = shape.q_tiles == 2 ? shape.tile_n / 16 * 3 / 4 : 0;
   p.rescale_threshold_log2 = 8;
   // Bounded waits: a barrier wait longer than this traps (a hang becomes an error the self-check can see). On
   // hardware a legitimate wait lasts microseconds and the one-register clock caps the limit at 4 s; emulated
@@ -129,7 +132,7 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
   const int stats_bytes = (2 + tiles) * kTile * 4;  // mailbox: per row, an acc_scale per S buffer, an O factor per tile
   const bool v_tail = key.varlen || key.paged;  // a sequence's keys may end inside a block, before unused rows
   // The list below, two of each but the ring's (one tile: the second Q tile's unused), 2 a ring slot, VTail.
-  auto barrier_bytes = [&](int stages) { return 8 * (11 * 2 + 2 * stages + (v_tail ? 1 : 0)); };
+  auto barrier_bytes = [&](int stages) { return 8 * (12 * 2 + 2 * stages + (v_tail ? 1 : 0)); };
   auto tail_bytes = [&](int stages) { return round_up(barrier_bytes(stages), 16) + stats_bytes + 16; };
   // Largest ring that fits; two tiles give O buffers of its own unless that leaves fewer than two slots. One
   // tile stages O over Q whatever: its ring then holds 5 slots of 64 keys, and K(j + 2) and V(j + 2) load
@@ -242,7 +245,11 @@ Plan Sm100Backend::plan(const KernelKey& key) const {  // make_plan checked the 
       {"SFull", 2, 1, false, "Mma", "Softmax",
        tiles == 1 ? "commit after S = Q K^T into the buffer (also: the PV two blocks back is complete)"
                   : "commit after S = Q K^T (also: the previous PV is complete)"},
-      {"PvReady", 2, 8, false, "Softmax+Correction", "Mma", "P stored (4 softmax warps) and O rescaled (4 correction warps)"},
+      {"PvReady", 2, kTile + 4, false, "Softmax+Correction", "Mma",
+       tiles == 2 ? "P of the PV's first " + std::to_string(p.pv_early_steps) + " k-steps stored (128 softmax threads) and O rescaled (4 correction warps)"
+                  : "P stored (128 softmax threads) and O rescaled (4 correction warps)"},
+      {"PLast", tiles == 2 ? 2 : 0, kTile, false, "Softmax", "Mma",
+       tiles == 2 ? "the rest of P stored (128 softmax threads): the PV's last k-steps may go" : "not used: P is handed over whole"},
       {"PvDone", tiles == 2 && p_own_columns ? 0 : 2, 1, false, "Mma", tiles == 1 ? "Correction" : "Mma", pv_done_note},
       {"StatsFull", 2, kTile, false, "Softmax", "Correction",
        "acc_scale of the block in the mailbox; no empty barrier: softmax rewrites it only after S of a later block, "
