@@ -9,7 +9,11 @@ missing); FLOPs = 4*b*h*sq*sk*d, halved when causal. fa4rt is prewarmed first (c
 reported apart). Each shape's fa4rt output is compared once with the flash backend's (max abs diff), so
 a broken kernel cannot post a good-looking number.
 
-    python3 bench/bench_attention.py OUT_PREFIX [--quick] [--dtype bf16|fp16]
+    python3 bench/bench_attention.py OUT_PREFIX [--quick] [--dtype bf16|fp16] [--rows REGEX] [--fa4rt-only]
+
+--rows keeps the rows whose "head_dim causal batchxseqlen" (e.g. "256 yes 8x2048", "GQA 32q/8kv, 128 no
+2x8192") matches REGEX; --fa4rt-only times fa4rt alone (the check against flash still runs), for the later
+passes of an A/B, whose peers the first pass has measured.
 
 writes OUT_PREFIX.md and OUT_PREFIX.json (rewritten after every row, so a cut-off run keeps its rows).
 Exit status 77 with "SKIPPED: reason" when torch or CUDA is missing.
@@ -20,6 +24,7 @@ import datetime
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -50,7 +55,12 @@ class Shape:
         return "%s%d" % (gqa, self.head_dim)
 
 
-def sweep(quick):
+def row_key(shape):
+    """What --rows matches: "head_dim causal batchxseqlen"."""
+    return "%s %s %dx%d" % (shape.label, "yes" if shape.causal else "no", shape.batch, shape.seqlen)
+
+
+def sweep(quick, rows=None):
     seqlens = [512, 2048, 16384] if quick else [512, 1024, 2048, 4096, 8192, 16384]
     shapes = []
     for d in (64, 128, 256):
@@ -60,7 +70,7 @@ def sweep(quick):
     for causal in (False, True):
         for s in (2048, 8192):
             shapes.append(Shape(16384 // s, s, 32, 8, 128, causal))
-    return shapes
+    return [s for s in shapes if rows is None or re.search(rows, row_key(s))]
 
 
 def git_commit():
@@ -142,6 +152,8 @@ def main():
     ap.add_argument("out_prefix", help="writes OUT_PREFIX.md and OUT_PREFIX.json")
     ap.add_argument("--quick", action="store_true", help="3 sequence lengths per head dim instead of 6")
     ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
+    ap.add_argument("--rows", help="only the rows whose 'head_dim causal batchxseqlen' matches this regex")
+    ap.add_argument("--fa4rt-only", action="store_true", help="time fa4rt alone (the peers' columns show -)")
     args = ap.parse_args()
 
     env = peers_env.torch_or_skip()
@@ -151,7 +163,10 @@ def main():
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     os.makedirs(os.path.dirname(os.path.abspath(args.out_prefix)), exist_ok=True)
     timer, timer_name = make_timer(torch)
-    shapes = sweep(args.quick)
+    shapes = sweep(args.quick, args.rows)
+    if not shapes:
+        print("no row of the sweep matches --rows %r" % args.rows)
+        return 2
 
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -160,6 +175,7 @@ def main():
         "torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
         "dtype": args.dtype, "timer": timer_name,
         "fa4rt_backend": os.environ.get("FA4_BACKEND", "auto"),
+        "peers": "not timed (--fa4rt-only)" if args.fa4rt_only else "timed",
     }
     try:
         import triton
@@ -167,7 +183,7 @@ def main():
     except ImportError:
         pass
 
-    cute = peers_env.fa4_cute()
+    cute = None if args.fa4rt_only else peers_env.fa4_cute()
     meta["fa4cute"] = "importable" if cute else "not importable (its column shows n/a)"
     attn = None
     try:
@@ -190,7 +206,8 @@ def main():
                                                       "FA4-cute", "check"), flush=True)
     rows = []
     for shape in shapes:
-        rows.append(bench_shape(torch, F, SDPBackend, sdpa_kernel, attn, cute, timer, shape, dtype, args.dtype))
+        rows.append(bench_shape(torch, F, SDPBackend, sdpa_kernel, attn, cute, timer, shape, dtype, args.dtype,
+                                args.fa4rt_only))
         r = rows[-1]
         print("%-16s %-6s %-12s %9s %9s %9s %9s  %s" % (
             r["label"], "yes" if shape.causal else "no", "%dx%d" % (shape.batch, shape.seqlen),
@@ -205,7 +222,7 @@ def main():
     return 0
 
 
-def bench_shape(torch, F, SDPBackend, sdpa_kernel, attn, cute, timer, s, dtype, dtype_name):
+def bench_shape(torch, F, SDPBackend, sdpa_kernel, attn, cute, timer, s, dtype, dtype_name, fa4rt_only=False):
     b, n, hq, hkv, d = s.batch, s.seqlen, s.heads_q, s.heads_kv, s.head_dim
     set_bytes = 2 * (2 * b * n * hq * d + 2 * b * n * hkv * d)  # q, o, k, v
     n_sets = 1 if set_bytes >= 2 * L2_BYTES else min(8, math.ceil(2 * L2_BYTES / set_bytes))
@@ -262,8 +279,11 @@ def bench_shape(torch, F, SDPBackend, sdpa_kernel, attn, cute, timer, s, dtype, 
         row["fa4rt"] = {"error": "fa4rt unavailable"}
     else:
         measure("fa4rt", run_fa4)
-    measure("flash", run_sdpa, SDPBackend.FLASH_ATTENTION)
-    measure("cudnn", run_sdpa, SDPBackend.CUDNN_ATTENTION)
+    if fa4rt_only:
+        row["flash"], row["cudnn"] = {}, {}
+    else:
+        measure("flash", run_sdpa, SDPBackend.FLASH_ATTENTION)
+        measure("cudnn", run_sdpa, SDPBackend.CUDNN_ATTENTION)
     if cute is None:
         row["fa4cute"] = {}  # not importable here (meta says so): an empty column, not an error per row
     else:

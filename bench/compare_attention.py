@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Side by side: the fa4rt column of several bench_attention.py tables (one library each, run in one device
-call), with each table's geometric mean against the first and the first table's cuDNN column as a yardstick.
+call), with each table's geometric mean against the first and the first table's cuDNN column as a yardstick
+(the later tables may come from --fa4rt-only passes).
 
     FA4_SELF_CHECK=0 FA4_LIB=build-main/libfa4rt.so python3 bench/bench_attention.py base --quick
     FA4_SELF_CHECK=0 FA4_LIB=build-x/libfa4rt.so    python3 bench/bench_attention.py x --quick
@@ -17,9 +18,10 @@ from compare_decode import add_log_ratios, geometric_means, read_all, read_table
 
 
 def read(path):
-    """{(head_dim, causal, batch x seqlen): (fa4rt TFLOP/s, cuDNN TFLOP/s)}"""
+    """{(head_dim, causal, batch x seqlen): (fa4rt TFLOP/s, cuDNN TFLOP/s)}; cuDNN 0 where a pass timed fa4rt
+    alone (bench_attention.py --fa4rt-only shows "-")."""
     return read_table(path, "head_dim", ("fa4rt", "cuDNN"), lambda c: tuple(c[:3]) if not c[0].startswith("-") else None,
-                      float)
+                      lambda x: 0.0 if x == "-" else float(x))
 
 
 def main():

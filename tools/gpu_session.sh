@@ -24,10 +24,14 @@
 #   GPU_SESSION_QUICK=1    the short attention sweep (3 sequence lengths per head dim)
 #   GPU_SESSION_CTEST_J    ctest parallelism (default 8)
 #   GPU_SESSION_TESTS_S    the tests stage's limit in seconds (default 330)
+#   GPU_SESSION_CTEST_ARGS more ctest arguments for the tests stage, e.g. the sm90 set:
+#                          '-R "Sm90|Automatic/ServingShapes|Property|Variant|Window|window|oftcap|Sink" -E Sm100Emulated'
 #   GPU_SESSION_AB_LIBS    decode-ab, attention-ab: libfa4rt.so paths, the baseline first (default: the build's alone), e.g.
 #                          "build-main/libfa4rt.so build/libfa4rt.so" (copy each variant's library out of its
 #                          build, `cp -L build/libfa4rt.so build-x/`, and carry those folders too)
 #   GPU_SESSION_AB_FULL=1  attention-ab: the full prefill sweep (6 sequence lengths per head dim) instead of the quick one
+#   GPU_SESSION_AB_PREFILL_ROWS  attention-ab: bench_attention.py --rows regex over "head_dim causal bxs" (e.g.
+#                          "^(64|256) ", " yes "); default every row of the sweep
 #   GPU_SESSION_AB_ROWS    decode-ab: bench_decode.py --rows regex (default "sq1"); the table comes back as
 #                          decode_ab.md (bench/compare_decode.py over the libraries' runs)
 set -u
@@ -134,7 +138,7 @@ if wanted tests; then
   [ -d "$BUILD/tests" ] || echo "WARNING: $BUILD/tests missing: was the build carried?"
   # The python oracle (label python) has its own stage.
   run_stage tests ${GPU_SESSION_TESTS_S:-330} 40 "tests passed|No tests were found" \
-    bash -c "cd '$BUILD' && ctest -L gpu -LE python --no-tests=error --output-on-failure --timeout 240 -j ${GPU_SESSION_CTEST_J:-8}; rc=\$?; cp Testing/Temporary/LastTest.log '$LOGS/ctest-LastTest.log' 2>/dev/null; exit \$rc"
+    bash -c "cd '$BUILD' && ctest -L gpu -LE python ${GPU_SESSION_CTEST_ARGS:-} --no-tests=error --output-on-failure --timeout 240 -j ${GPU_SESSION_CTEST_J:-8}; rc=\$?; cp Testing/Temporary/LastTest.log '$LOGS/ctest-LastTest.log' 2>/dev/null; exit \$rc"
 fi
 
 if wanted tests; then
@@ -206,7 +210,8 @@ fi
 if wanted attention-ab; then
   # The quick prefill sweep per library, in the order A B ... B A (the spread shows in the repeats), then the
   # libraries side by side. FA4_SELF_CHECK=0: a library copied out of its build has no fa4rt-selfcheck
-  # beside it, and without the first-use check its fast kernels would not be taken.
+  # beside it, and without the first-use check its fast kernels would not be taken. The peers are timed in
+  # the first pass only (their column is the comparison's yardstick); the later passes time fa4rt alone.
   libs=(${GPU_SESSION_AB_LIBS:-$BUILD_ABS/libfa4rt.so})
   order=("${libs[@]}")
   for ((i = ${#libs[@]} - 1; i >= 0; i--)); do order+=("${libs[i]}"); done
@@ -214,10 +219,13 @@ if wanted attention-ab; then
   ab_names=()
   sweep=(--quick)
   [ "${GPU_SESSION_AB_FULL:-0}" = 1 ] && sweep=()
+  [ -n "${GPU_SESSION_AB_PREFILL_ROWS:-}" ] && sweep+=(--rows "$GPU_SESSION_AB_PREFILL_ROWS")
   for lib in "${order[@]}"; do
     name=att-$((${#ab_tables[@]} + 1))-$(basename "$(dirname "$lib")")
+    peers=()
+    [ ${#ab_tables[@]} -gt 0 ] && peers=(--fa4rt-only)
     run_stage "$name" 90 3 "wrote|SKIPPED" env FA4_LIB="$lib" FA4_SELF_CHECK=0 \
-      python3 bench/bench_attention.py "$LOGS/$name" "${sweep[@]}"
+      python3 bench/bench_attention.py "$LOGS/$name" ${sweep[@]+"${sweep[@]}"} ${peers[@]+"${peers[@]}"}
     ab_tables+=("$LOGS/$name.md")
     ab_names+=("${name#att-}")
   done
