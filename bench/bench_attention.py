@@ -184,7 +184,8 @@ def main():
         pass
 
     cute = None if args.fa4rt_only else peers_env.fa4_cute()
-    meta["fa4cute"] = "importable" if cute else "not importable (its column shows n/a)"
+    meta["fa4cute"] = ("not timed (--fa4rt-only)" if args.fa4rt_only else
+                       "importable" if cute else "not importable (its column shows n/a)")
     attn = None
     try:
         torch.zeros(1, device="cuda")  # prewarm compiles for the current context's device: create it first
