@@ -87,6 +87,17 @@ __device__ __forceinline__ bool mbarrier_try_wait_parity_suspend(u64* bar, u32 p
   return done != 0;
 }
 
+// True if the phase with the given parity has completed, without waiting (one instruction on sm_90+).
+__device__ __forceinline__ bool mbarrier_test_wait_parity(u64* bar, u32 parity) {
+  u32 done;
+  asm volatile(
+      "{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+      : "=r"(done)
+      : "r"(smem_u32(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // Consumers start on parity 0; producers waiting on an "empty" barrier start on parity 1.
 __device__ __forceinline__ void mbarrier_wait_parity(u64* bar, u32 parity) {
   while (!mbarrier_try_wait_parity(bar, parity)) {

@@ -102,7 +102,10 @@ __device__ __forceinline__ bool try_wait(u64* bar, u32 parity) {
 }
 
 __device__ __forceinline__ void wait(u64* bar, u32 parity, const char* what) {
-  if (!try_wait(bar, parity)) {
+  // On hardware a phase already complete costs two instructions (test, branch): a try-wait with a hint
+  // expands to four (the sleep and a second check, predicated off), paid on every wait of the steady loops.
+  const bool done = kEmulated ? try_wait(bar, parity) : mbarrier_test_wait_parity(bar, parity);
+  if (!done) {
     if constexpr (kEmulated) {  // a millisecond count: long limits; registers do not matter here
       u32 tick = globaltimer_ns_low(), waited_ms = 0;
       while (!try_wait(bar, parity)) {

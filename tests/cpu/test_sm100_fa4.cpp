@@ -184,9 +184,11 @@ TEST(Sm100Kernel, ThreadSyncsGoThroughTheCheckedHelpers) {
     return n;
   };
   EXPECT_EQ(count("mbarrier_arrive("), 1u) << "mbarrier_arrive( outside signal()";
-  // Waits: the mbarrier try-waits only in try_wait(), and try_wait() called only by wait() (as (bar, parity)).
+  // Waits: the mbarrier try-waits only in try_wait(), the test-wait (hardware's fast path) and try_wait() only
+  // in wait() (as (bar, parity)).
   EXPECT_EQ(count("mbarrier_wait_parity("), 0u) << "an unchecked mbarrier wait";
   EXPECT_EQ(count("mbarrier_try_wait_parity"), 2u) << "mbarrier try-waits outside try_wait()";
+  EXPECT_EQ(count("mbarrier_test_wait_parity"), 1u) << "an mbarrier test-wait outside wait()";
   EXPECT_EQ(count("try_wait("), count("try_wait(bar, parity)") + 1) << "try_wait() called outside wait()";
   EXPECT_GE(count("try_wait(bar, parity)"), 1u);
   EXPECT_EQ(source.find("named_barrier_"), std::string::npos) << "named barriers bypass the fence-discipline hooks";
