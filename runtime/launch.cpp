@@ -249,14 +249,15 @@ void fill_schedule(const Plan& plan, const Problem& problem, fa4k::AttentionArgs
   args.num_m_blocks = static_cast<int>(m_blocks);
   args.total_tiles = static_cast<int>(tiles_per_head(plan, problem, m_blocks) * (p.heads_q / pack) * p.batch);
   // Causal tile order by L2 sections: as many (batch, head group)s as keep their K/V within the Plan's bytes
-  // (dense batches: a ragged one's sequences differ in length).
+  // (dense batches: a ragged one's sequences differ in length), for head groups of the Plan's minimum K/V.
   args.tile_section = 0;
   if (plan.l2_section_bytes > 0 && p.causal && !plan.key.varlen) {
     // K/V bytes per head group: a packed group is one kv head; unpacked q heads share theirs.
     const long long kv_bytes = static_cast<long long>(p.seqlen_k) * (plan.key.head_dim + plan.key.head_dim_v) * 2 /
                                (pack > 1 ? 1 : std::max<long long>(1, p.heads_q / std::max<long long>(1, p.heads_kv)));
     const long long heads = (p.heads_q / pack) * p.batch;
-    args.tile_section = static_cast<int>(std::min(heads, std::max(1LL, plan.l2_section_bytes / std::max(1LL, kv_bytes))));
+    const long long per_section = std::max(1LL, plan.l2_section_bytes / std::max(1LL, kv_bytes));
+    if (kv_bytes >= plan.l2_section_min_head_bytes) args.tile_section = static_cast<int>(std::min(heads, per_section));
   }
   args.split = split_rule(plan, problem);
   args.max_splits = max_splits(plan, problem, args.split);

@@ -160,6 +160,7 @@ struct FA4_API Plan {
                                   // (fa4k::tile_first_row)
   long long l2_section_bytes = 0;  // dense causal tile order: longest tiles first across the head groups of a
                                    // section whose K/V fit in this many bytes of L2 (0: one head after another)
+  long long l2_section_min_head_bytes = 0;  // ... only where a head group's K/V has at least this many bytes
   long long scratch_bytes_per_cta = 0;  // device scratch per CTA of the grid (sm100 emulation: its TMEM backing
                                         // store; sm90 causal: the tile counters); zeroed when allocated
   int soft_exp2_every = 0;   // sm100: one exp2 in this many done on the FMA pipe (0: none)

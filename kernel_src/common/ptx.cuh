@@ -58,6 +58,11 @@ __device__ __forceinline__ void mbarrier_arrive(u64* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
 
+// Arrives `count` times at once (for arrivals a role makes on behalf of others).
+__device__ __forceinline__ void mbarrier_arrive(u64* bar, u32 count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+
 // Arrives once and adds `bytes` to the transaction count the phase waits for (TMA complete_tx).
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(u64* bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)

@@ -7,8 +7,9 @@
 // every K/V block its rows see, highest block first (the masked ones come first). Where later rows see more
 // keys (causal), a sequence's row blocks are counted from its last row (kRowsFromBottom), so its partial block
 // is the top one, the cheapest. Full dense tiles are dealt out statically; causal and windowed tiles, longest
-// first within each head (later_rows_longer), and ragged tiles (kVarlen: sequence by sequence, lengths from
-// the device arrays) are taken from a counter in the stream's scratch as CTAs come free. The scheduler warp
+// first (later_rows_longer; dense causal ones across the heads of an L2 section, a.tile_section), and ragged
+// tiles (kVarlen: sequence by sequence, lengths from the device arrays) are taken from a counter in the
+// stream's scratch as CTAs come free. The scheduler warp
 // picks each tile, finds its sequence and K/V blocks, and announces all of it to the other roles through a
 // small shared-memory ring. Warps, with C consumers:
 //   4c .. 4c + 3 Consumer c: rows 64c .. 64c + 63 of the tile (the wgmma M of 64)
@@ -22,7 +23,7 @@
 //   wait for the PV; O *= exp2(m_old - m_new); P_j = bf16(S_j).
 // and the consumers take turns to issue (ping-pong in a ring of named barriers), so one's softmax runs
 // while another's wgmmas occupy the tensor cores. Each consumer writes its rows of O into shared memory
-// (over its own rows of Q when the Plan stages O there) and goes on to the next tile.
+// (O's own buffer, or where none fits the last block's K or V slot) and goes on to the next tile.
 #include "common/block_range.h"
 #include "common/math.cuh"
 #include "common/paged.cuh"
@@ -46,7 +47,10 @@ constexpr int kWgRows = 64;       // rows per consumer warpgroup (the wgmma M)
 constexpr Swizzle kSwizzle = swizzle_from_bytes(kTmaQSwizzle);
 constexpr u32 kSpan = swizzle_span(kSwizzle);
 constexpr int kBoxCols = kTmaQBoxCols;
-constexpr bool kOAliasesQ = kSmemOOffset == kSmemQOffset;
+// O staged in its own buffer, or (where none fits beside two K/V stages: d256) in the slots of the tile's last
+// K/V block, consumer 0's rows in the K slot and consumer 1's in the V slot (the Plan places O at K's offset).
+constexpr bool kOInRing = kSmemOOffset == kSmemKOffset;
+constexpr int kORows = kOInRing ? kWgRows : kM;  // rows of a staged O tile (a TMA store box's)
 constexpr int kQStages = kBarQFullCount;  // Q buffers: two where they fit, so the next tile's Q loads early
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr int kConsumers = kM / kWgRows;
@@ -64,10 +68,13 @@ constexpr bool kDynamicTiles = kCausal || kWindow || kVarlen;
 static_assert(kDynamicTiles == (kScratchBytesPerCta > 0), "dynamic tiles need the Plan's scratch for their counters");
 static_assert(kBarTileFullCount == kTileSlots && kBarTileEmptyArrivals == kTileReaders, "the Plan's tile ring");
 static_assert(kBarKEmptyArrivals == kConsumerWarps && kBarVEmptyArrivals == kConsumerWarps, "one release per consumer warp");
-static_assert(kBarQEmptyArrivals == (kOAliasesQ ? 1 : kConsumerWarps), "Q is released by the storer (O over Q) or per consumer warp");
-static_assert(kBarQEmptyCount == kQStages && (kQStages == 1 || (kQStages == 2 && !kOAliasesQ)) &&
-                  kSmemQBytes == kQStages * kSmemQStride,
-              "one Q buffer (O may lie over it) or two");
+static_assert(kBarQEmptyArrivals == kConsumerWarps, "Q is released per consumer warp");
+static_assert(kBarQEmptyCount == kQStages && (kQStages == 1 || kQStages == 2) && kSmemQBytes == kQStages * kSmemQStride,
+              "one Q buffer or two");
+static_assert(!kOInRing || (kConsumers == 2 && kORows * kDv * 2 <= kSmemKStride && kORows * kDv * 2 <= kSmemVStride &&
+                            kORows % kPack == 0 && kTmaOBoxRows * kPack == kORows &&
+                            kBarOSlotKArrivals == 4 && kBarOSlotVArrivals == 4),
+              "O in the ring: two consumers, each one's rows fit a K or V slot and are whole tokens, a box each");
 #define FA4_NEG_INF __int_as_float(0xff800000u)
 static_assert((kConsumers == 2 || kConsumers == 3) && kM == kConsumers * kWgRows && kThreads == 128 * (kConsumers + 1) &&
                   kRoleProducerFirstWarp == kConsumerWarps,
@@ -145,7 +152,8 @@ struct Barriers {
   u64 q_full[kQStages], q_empty[kQStages];
   u64 k_full[kKvStages], k_empty[kKvStages];
   u64 v_full[kKvStages], v_empty[kKvStages];
-  u64 o_empty;  // the store has read the O buffer (a buffer of its own; over Q, q_empty says it)
+  u64 o_empty;  // the store has read the O buffer (in the ring: the storer has passed the store barrier)
+  u64 o_slot_k, o_slot_v;  // O in the ring: consumer 1's last QK, consumer 0's last PV is complete
   u64 tile_full[kTileSlots], tile_empty[kTileSlots];
   Work tile[kTileSlots];  // the announced tiles
 };
@@ -262,7 +270,8 @@ __device__ __forceinline__ bool next_work(const fa4k::AttentionArgs& a, TileSour
     w.m_block = longest_first ? m_blocks - 1 - local % m_blocks : local % m_blocks;
   } else {
     if (tile >= a.total_tiles) return false;
-    const fa4k::TilePosition t = fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, longest_first);
+    const fa4k::TilePosition t = fa4k::dense_tile(tile, a.num_m_blocks, a.heads_q / kPack, longest_first,
+                                                      a.tile_section, a.batch);
     w.m_block = t.m_block, w.group = t.group, w.batch = t.batch;
     w.seq = {a.seqlen_q, a.seqlen_k, 0, 0, w.batch, w.batch};
   }
@@ -304,7 +313,7 @@ __device__ __forceinline__ int first_token(const Work& w) { return w.seq.q_row0 
 // The producer loads K and V of each announced tile's blocks into the rings (K first: S needs it first), and
 // the tile's Q: with two Q buffers first of all (its buffer is free since the tile before last, so it lands
 // while the consumers finish the previous tile); with one, after the first block's K and V, so they load
-// while the previous tile's QKs (or its O store, O over Q) still hold the buffer. One thread issues the
+// while the previous tile's last QKs still hold the buffer. One thread issues the
 // copies (K a column box a copy, V a whole row width: its slot is laid out piece by piece); a paged block's
 // pieces, lane p piece p.
 
@@ -387,8 +396,9 @@ __device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Sme
 }
 
 // ---- Storer ------------------------------------------------------------------------------------------
-// Once every consumer has staged its O rows: one thread's TMA store of the tile, and when it has read the
-// buffer, the buffer is free again (o_empty, or q_empty when O lies over Q). A partial tile whose box would
+// Once every consumer has staged its O rows: one thread's TMA store of the tile (a box of kORows rows per
+// staged part), and when it has read them, their buffer is free again: o_empty, or in the ring the last
+// block's K and V slots, whose releases the consumers left to this warp. A partial tile whose box would
 // write outside its sequence, the warp copies its own rows instead: a ragged sequence's (the box would
 // overwrite the next or previous sequence's rows) and any tile counted from the bottom that starts before
 // its sequence (a TMA store at a token below 0 faults; past the map's end, as a dense tile's last rows
@@ -396,22 +406,38 @@ __device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Sme
 __device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* to) {
   Barriers& b = sm.bars();
   TileFeed feed;
-  u64* const read = kOAliasesQ ? &b.q_empty[0] : &b.o_empty;  // the staged O is read: its buffer is free
+  Ring ring;  // O in the ring: the K/V slot of each tile's last block
   for (Work w = feed.next(b); w.m_block >= 0; w = feed.next(b)) {
+    for (int j = 1; j < w.blocks.n_blocks; ++j) ring.advance();
+    const int slot = ring.index;
+    ring.advance();
+    auto part = [&](int c) { return kOInRing ? (c == 0 ? sm.k(slot) : sm.v(slot)) : sm.o() + c * kORows * kSpan; };
     named_barrier_sync(kStoreBarrier, kConsumerThreads + 32);
+    if (kOInRing && threadIdx.x % 32 == 0) mbarrier_arrive(&b.o_empty);  // the consumers may arrive for the next tile
     const int first = w.first_row < 0 ? -w.first_row : 0;           // the tile's rows inside its
     const int end = min(kM, w.seq.seqlen_q * kPack - w.first_row);  // sequence: [first, end)
-    if (first > 0 || (kVarlen && a.cu_seqlens_q && end < kM)) {
-      fa4k::store_tile_rows<kM, kDv, kPack, kSwizzle>(sm.o(), first, end, a.o, w.seq.q_batch, first_token(w), w.group,
-                                                      threadIdx.x % 32, 32);
+    const bool copy = first > 0 || (kVarlen && a.cu_seqlens_q && end < kM);
+    if (copy) {
+      for (int c = 0; c < kM / kORows; ++c)
+        fa4k::store_tile_rows<kORows, kDv, kPack, kSwizzle>(part(c), max(first - c * kORows, 0), min(end - c * kORows, kORows),
+                                                            a.o, w.seq.q_batch, first_token(w) + c * kORows / kPack, w.group,
+                                                            threadIdx.x % 32, 32);
       __syncwarp();
-      if (threadIdx.x % 32 == 0) mbarrier_arrive(read);
     } else if (threadIdx.x % 32 == 0) {
-      for (int box = 0; box < kDv / kBoxCols; ++box)
-        tma_store_5d(to, sm.o() + box * kM * kSpan, box * kBoxCols, 0, w.group, first_token(w), w.seq.q_batch);
+      for (int c = 0; c < kM / kORows; ++c)
+        for (int box = 0; box < kDv / kBoxCols; ++box)
+          tma_store_5d(to, part(c) + box * kORows * kSpan, box * kBoxCols, 0, w.group, first_token(w) + c * kORows / kPack,
+                       w.seq.q_batch);
       bulk_commit_group();
       bulk_wait_group_read<0>();
-      mbarrier_arrive(read);
+    }
+    if (threadIdx.x % 32 == 0) {
+      if constexpr (kOInRing) {
+        mbarrier_arrive(&b.k_empty[slot], kConsumerWarps);
+        mbarrier_arrive(&b.v_empty[slot], kConsumerWarps);
+      } else {
+        mbarrier_arrive(&b.o_empty);
+      }
     }
     __syncwarp();
   }
@@ -632,8 +658,9 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     wgmma_wait<0>();
     for (int j = 0; j < n; ++j) {
       fence_registers(s);
-      release(&b.k_empty[ring.index]);
-      if (!kOAliasesQ && j == n - 1) release(&b.q_empty[q.index]);  // every QK of this consumer has read Q
+      if (!kOInRing || j < n - 1) release(&b.k_empty[ring.index]);  // (O in the ring: the last K's, the storer)
+      if (j == n - 1) release(&b.q_empty[q.index]);                   // every QK of this consumer has read Q
+      if (kOInRing && wg == 1 && j == n - 1) release(&b.o_slot_k);   // consumer 0 may stage O over that K
       softmax_block(s, m, l, scale, j < w.blocks.n_masked || j >= low_masked_from, (w.blocks.n_first - j) * kN, w,
                     w.first_row + row0, a);
       if (j > 0) {
@@ -665,7 +692,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     }
     wgmma_wait<0>();  // the last PV
     fence_registers(o);
-    release(&b.v_empty[v_pos.index]);
+    if constexpr (!kOInRing) release(&b.v_empty[v_pos.index]);
 
     // Epilogue: normalise, LSE (with the sink in the denominator), O through swizzled shared memory to a
     // TMA store.
@@ -684,18 +711,35 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
           a.lse[fa4k::lse_offset(a, w.batch, q_head, w.seq.q_row0, token)] = lse;
       }
     }
-    // This consumer's rows of O: over its own rows of Q (which only its own, complete, QKs read), or in
-    // O's own buffer once the previous tile's store has read it.
-    if constexpr (!kOAliasesQ) wait<false>(&b.o_empty, tile_phase ^ 1);
-    char* o_tile = sm.o() + 4 * (lane % 4);  // columns 8 g + 2 (lane % 4): bytes below the swizzled chunk bits
-    const u32 row_xor = swizzle_row_xor(kSwizzle, row0);  // row0 + 8's too
+    // This consumer's rows of O: in O's own buffer once the previous tile's store has read it, or in the last
+    // block's K slot (consumer 0) or V slot (consumer 1) once the other consumer's last QK or PV has read it.
+    // Consumer 0 waits before it signals, so neither can run a tile ahead of the other's wait.
+    char* o_tile = sm.o();
+    int o_row0 = row0;
+    if constexpr (kOInRing) {
+      if (wg == 0) {
+        wait<false>(&b.o_slot_k, tile_phase);
+        release(&b.o_slot_v);
+      } else {
+        wait<false>(&b.o_slot_v, tile_phase);
+      }
+      o_tile = wg == 0 ? sm.k(v_pos.index) : sm.v(v_pos.index);
+      o_row0 -= wg * kWgRows;
+    } else {
+      wait<false>(&b.o_empty, tile_phase ^ 1);
+    }
+    o_tile += 4 * (lane % 4);  // columns 8 g + 2 (lane % 4): bytes below the swizzled chunk bits
+    const u32 row_xor = swizzle_row_xor(kSwizzle, row0);  // row0 + 8's too (and the part's own rows: 64 apart)
 #pragma unroll
     for (int g = 0; g < kDv / 8; ++g)
 #pragma unroll
       for (int r = 0; r < 2; ++r)
-        *reinterpret_cast<u32*>(o_tile + (tile_offset(kSwizzle, kM, row0 + 8 * r, 8 * g) ^ row_xor)) =
+        *reinterpret_cast<u32*>(o_tile + (tile_offset(kSwizzle, kORows, o_row0 + 8 * r, 8 * g) ^ row_xor)) =
             pack_half2<kBf16>(o[4 * g + 2 * r] * inv[r], o[4 * g + 2 * r + 1] * inv[r]);
     fence_proxy_async_shared();
+    // In the ring nothing else keeps a consumer from reaching the store barrier a tile ahead: the storer
+    // signals OEmpty once it has passed the barrier, so that one generation never mixes two tiles' arrivals.
+    if constexpr (kOInRing) wait<false>(&b.o_empty, tile_phase ^ 1);
     named_barrier_arrive(kStoreBarrier, kConsumerThreads + 32);
     q.advance();
   }
@@ -726,6 +770,8 @@ extern "C" __global__ void __launch_bounds__(fa4cfg::kThreads, 1)
       mbarrier_init(&b.v_empty[i], kBarVEmptyArrivals);
     }
     mbarrier_init(&b.o_empty, kBarOEmptyArrivals);
+    mbarrier_init(&b.o_slot_k, kBarOSlotKArrivals);
+    mbarrier_init(&b.o_slot_v, kBarOSlotVArrivals);
     for (int i = 0; i < kTileSlots; ++i) {
       mbarrier_init(&b.tile_full[i], kBarTileFullArrivals);
       mbarrier_init(&b.tile_empty[i], kBarTileEmptyArrivals);

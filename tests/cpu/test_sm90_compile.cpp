@@ -6,6 +6,7 @@
 #include "fa4/fa4.hpp"
 #include "runtime/backend.hpp"
 #include "runtime/codegen.hpp"
+#include "runtime/launch.hpp"
 #include "runtime/nvrtc.hpp"
 #include "test_util.hpp"
 
@@ -63,6 +64,51 @@ TEST(Sm90Backend, ServesEveryDenseHeadDimButTheSmallest) {
   EXPECT_EQ(served, 5);
 }
 
+// GQA packing puts whole tokens in a tile; at dv 256, whose O is stored a warpgroup's 64 rows at a time from
+// the K/V ring, whole tokens in each warpgroup's rows too. Every packed key plans.
+TEST(Sm90Backend, PacksWholeTokensPerTileAndAtDv256PerWarpgroup) {
+  for (auto [d, dv] : supported_head_dims())
+    for (int ratio : {2, 8, 32, 64, 96, 128}) {
+      KernelConfig c;
+      c.backend = Backend::sm90;
+      c.head_dim = d, c.head_dim_v = dv, c.q_heads_per_kv = ratio;
+      const KernelKey key = detail::key_for_config(c, 90);
+      if (!detail::supports(key, nullptr)) continue;
+      const Plan p = detail::make_plan(key);
+      const int whole = dv == 256 ? 64 : p.tile_m;
+      EXPECT_EQ(key.gqa_pack, whole % ratio == 0 ? ratio : 1) << key.name() << " q heads per kv " << ratio;
+    }
+}
+
+// Dense causal tiles go longest first across the heads of an L2 section when a head group's K/V is 1 MiB or
+// more, and head after head below that (then a head's few tiles share its K/V in L2 as they run together).
+TEST(Sm90Backend, CausalTilesBySectionsOnlyForHeadsOfAMebibyteOrMore) {
+  struct Case {
+    int d, batch, seqlen, heads_q, heads_kv, section;
+  };
+  // d128: 512 tokens of K and V = 256 KiB a head, 2048 = 1 MiB (32 heads a 32 MiB section), 16k = 8 MiB (4).
+  // d256 at 1024 tokens: 1 MiB. GQA 32/8 packed: a group is one kv head. MQA unpacked: all q heads share one.
+  for (const Case& c : {Case{128, 32, 512, 16, 16, 0}, Case{128, 8, 2048, 16, 16, 32}, Case{128, 1, 16384, 16, 16, 4},
+                        Case{256, 16, 1024, 8, 8, 32}, Case{256, 32, 512, 8, 8, 0}, Case{128, 8, 2048, 32, 8, 32},
+                        Case{128, 1, 4096, 2, 2, 2}})
+    for (bool causal : {true, false}) {
+      KernelConfig config;
+      config.backend = Backend::sm90;
+      config.head_dim = config.head_dim_v = c.d, config.causal = causal, config.q_heads_per_kv = c.heads_q / c.heads_kv;
+      const Plan plan = detail::make_plan(detail::key_for_config(config, 90));
+      detail::Problem problem;
+      problem.params.batch = c.batch;
+      problem.params.seqlen_q = problem.params.seqlen_k = c.seqlen;
+      problem.params.heads_q = c.heads_q, problem.params.heads_kv = c.heads_kv;
+      problem.params.head_dim = problem.params.head_dim_v = c.d;
+      problem.params.causal = causal;
+      problem.q_heads_per_kv = c.heads_q / c.heads_kv;
+      fa4k::AttentionArgs args{};
+      detail::fill_schedule(plan, problem, args);
+      EXPECT_EQ(args.tile_section, causal ? c.section : 0) << plan.key.name() << " " << c.batch << "x" << c.seqlen;
+    }
+}
+
 // Ragged batches, seqused_k (varlen) and paged KV run on the sm90 kernel; split-KV and the decode kernel's
 // shapes stay on the portable kernels, and automatic selection on sm_90 follows.
 TEST(Sm90Backend, TakesRaggedAndPagedButNotSplitsOrDecode) {
@@ -99,28 +145,32 @@ TEST_P(Sm90Plan, Invariants) {
   EXPECT_GE(p.kv_stages, 2);
   EXPECT_EQ(p.tile_n % 16, 0) << "PV steps over 16 keys";
   EXPECT_LE(p.tile_n, 256) << "one TMA box and one wgmma N";
-  // Buffers fit and do not overlap, except O staged over Q (then O lies inside Q).
+  // Buffers fit and do not overlap, except O staged in the ring (then at K's offset: its 64-row halves in a K
+  // and a V slot, each slot large enough).
   for (size_t i = 0; i < p.smem.size(); ++i) {
     EXPECT_LE(p.smem[i].offset + p.smem[i].bytes, p.smem_bytes) << p.smem[i].name;
     EXPECT_EQ(p.smem[i].name == "Bars" ? 0 : p.smem[i].offset % 1024, 0) << p.smem[i].name << ": swizzle atoms need 1024-B alignment";
     for (size_t j = i + 1; j < p.smem.size(); ++j) {
       const SmemBuffer &a = p.smem[i], &b = p.smem[j];
-      if (a.name == "Q" && b.name == "O" && a.offset == b.offset) {
-        EXPECT_LE(b.bytes, a.bytes);
+      if (b.name == "O" && a.offset == b.offset) {
+        EXPECT_EQ(a.name, "K") << "O staged in the ring lies at K's offset";
+        const SmemBuffer& v = test::smem_buffer(p, "V");
+        EXPECT_LE(b.bytes / 2, std::min(a.stride, v.stride)) << "half of O in one K or V slot";
         continue;
       }
       EXPECT_TRUE(a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset) << a.name << " vs " << b.name;
     }
   }
   // Q in one or two buffers (the kernel's kQStages, from the QFull count): two wherever they fit beside the
-  // deepest K/V ring with O in a buffer of its own, one when O lies over Q or no second one fits.
+  // deepest K/V ring with O in a buffer of its own, one when O is staged in the ring or no second one fits.
   const SmemBuffer &q = test::smem_buffer(p, "Q"), &o = test::smem_buffer(p, "O");
   ASSERT_GT(q.stride, 0);
   const int q_stages = q.bytes / q.stride;
   EXPECT_EQ(q.bytes, q_stages * q.stride);
   EXPECT_TRUE(q_stages == 1 || q_stages == 2);
-  if (q.offset == o.offset) EXPECT_EQ(q_stages, 1) << "O over Q needs Q's one buffer";
-  if (q_stages == 1 && q.offset != o.offset)
+  const bool o_in_ring = o.offset == test::smem_buffer(p, "K").offset;
+  if (o_in_ring) EXPECT_EQ(q_stages, 1) << "O in the ring: no room for a second Q buffer";
+  if (q_stages == 1 && !o_in_ring)
     EXPECT_GT(p.smem_bytes + q.stride, kSmemLimit) << "a second Q buffer fits beside " << p.kv_stages << " K/V stages";
   for (const BarrierSpec& bar : p.barriers)
     if (bar.name == "QFull" || bar.name == "QEmpty") EXPECT_EQ(bar.instances, q_stages) << bar.name;

@@ -204,9 +204,15 @@ std::string plan_report(const Plan& plan, const MaskShape& shape, const std::str
       << ", target " << plan.key.target() << ", " << plan.threads << " threads" << (plan.persistent ? ", persistent grid" : "")
       << ")\n";
   if (plan.rows_from_bottom) out << "  row blocks: counted from each sequence's last row where later rows see more keys\n";
-  if (plan.l2_section_bytes > 0)
+  if (plan.l2_section_bytes > 0) {
+    const long long min_bytes = plan.l2_section_min_head_bytes;
     out << "  causal tiles: longest first across the heads of each L2 section (heads whose K/V fit in "
-        << (plan.l2_section_bytes >> 20) << " MiB), sections in turn\n";
+        << (plan.l2_section_bytes >> 20) << " MiB), sections in turn";
+    if (min_bytes > 0)
+      out << ", for heads of " << (min_bytes % (1 << 20) ? min_bytes >> 10 : min_bytes >> 20)
+          << (min_bytes % (1 << 20) ? " KiB" : " MiB") << " of K/V or more (below: head after head)";
+    out << "\n";
+  }
   math_contract(out, plan);
   streaming_state(out, plan);
   mma_contracts(out, plan);

@@ -60,7 +60,12 @@ int tile_n(int head_dim, int consumers, bool causal, bool paged) {
   return pow2;
 }
 
-int gqa_pack(int rows, int q_heads_per_kv) { return q_heads_per_kv > 1 && rows % q_heads_per_kv == 0 ? q_heads_per_kv : 1; }
+// Q heads of one kv head packed into a tile's rows: whole tokens a tile. At dv 256, where O is staged in the
+// ring (Plan), each warpgroup's 64 rows are stored as a box of their own: whole tokens a warpgroup too.
+int gqa_pack(int rows, int q_heads_per_kv, int dv) {
+  const int whole = dv > 192 ? kWgRows : rows;
+  return q_heads_per_kv > 1 && whole % q_heads_per_kv == 0 ? q_heads_per_kv : 1;
+}
 
 class Sm90Backend final : public KernelBackend {
  public:
@@ -71,7 +76,7 @@ class Sm90Backend final : public KernelBackend {
   KernelKey key(KernelKey base, const KernelConfig& config, int) const override {
     base.arch = 90;
     base.variant = ArchVariant::specific;
-    base.gqa_pack = gqa_pack(tile_m(base), config.q_heads_per_kv);
+    base.gqa_pack = gqa_pack(tile_m(base), config.q_heads_per_kv, base.head_dim_v);
     return base;
   }
   bool supports(const KernelKey& key, std::string* why) const override;
@@ -107,9 +112,17 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   p.tile_m = consumers * kWgRows;
   p.tile_n = tile_n(key.head_dim, consumers, key.causal, key.paged);
   // One CTA per SM walks the tiles. Full dense tiles all cost the same and are dealt out statically; causal
-  // and windowed tiles (longest first within each head) and ragged ones (found on the device, sequence by
-  // sequence) are drawn from two int counters in the stream's scratch as CTAs come free.
+  // and windowed tiles (longest first) and ragged ones (found on the device, sequence by sequence) are drawn
+  // from two int counters in the stream's scratch as CTAs come free.
   p.persistent = true;
+  // Causal tiles longest first across the heads of an L2 section (as on sm100): head after head, the last
+  // head's longest tile starts when little else is left and runs alone (d256 causal 1x16k: up to 12% of the
+  // call); across heads it starts early. A section's K/V keeps to under two thirds of the 50 MB L2. Not for
+  // heads of under 1 MiB of K/V: head after head, a head's few tiles run together and read its K/V from HBM
+  // once, and the last head's longest tile is short (H100, sections against none: d128 causal 32x512 -7 %,
+  // 16x1024 -3 %, 8x2048 +-0; d256 causal 16x1024 to 1x16k +5 to +12 %:
+  // bench/results/2026-12-07-h100-sm90-ring-l2.md).
+  if (key.causal) p.l2_section_bytes = 32ll << 20, p.l2_section_min_head_bytes = 1ll << 20;
   if (key.causal || key.window || key.varlen) p.scratch_bytes_per_cta = 8;
   // Row blocks counted from a sequence's last row where later rows see more keys: the partial block is then
   // the top one, which visits the fewest K/V blocks (d64 causal 512 tokens in 192-row tiles: 8 block visits
@@ -127,33 +140,36 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   constexpr int kTileSlots = 2;      // tiles the scheduler announces ahead (the kernel's ring) ...
   constexpr int kAnnounceBytes = 64;  // ... each with its sequence and K/V blocks (the kernel's Work)
   auto barrier_bytes = [](int stages, int q_stages) {
-    return 8 * (1 + 2 * q_stages + 4 * stages + 2 * kTileSlots) + kAnnounceBytes * kTileSlots;
+    return 8 * (3 + 2 * q_stages + 4 * stages + 2 * kTileSlots) + kAnnounceBytes * kTileSlots;
   };
   auto fits = [&](int stages, bool alias, int q_stages = 1) {
     int end = round_up(q_stages * q_bytes, 1024) + stages * (k_slot + v_slot);
     if (!alias) end = round_up(end, 1024) + o_bytes;
     return round_up(end, 16) + barrier_bytes(stages, q_stages) <= kSmemBudget;
   };
-  // The deepest ring that fits; O gets its own buffer unless that leaves fewer than two stages (d256: O over
-  // Q, so the next tile's Q waits for the O store, 3-7 % of d256 rows up to 2k keys; storing O from the
-  // consumers' registers instead lost 4 %, prefetching Q into L2 gained nothing:
-  // bench/results/2026-12-05-h100-sm90-short-rows.md).
-  bool o_aliases_q = false;
+  // The deepest ring that fits; O gets its own buffer unless that leaves fewer than two stages. Then (d256)
+  // each consumer stages its 64 rows in a slot of the tile's last K/V block, free once that block's QKs and
+  // PVs are done, and the next tile's Q loads after the last QKs as with a buffer of its own. (O staged over
+  // Q made that load wait for the O store: 3-7 % of d256 rows up to 2k keys; O stored from the consumers'
+  // registers lost 4 %, Q prefetched into L2 gained nothing: bench/results/2026-12-05-h100-sm90-short-rows.md.)
+  bool o_in_ring = false;
   int stages = kMaxStages;
   while (stages >= 2 && !fits(stages, false)) --stages;
   if (stages < 2) {
-    o_aliases_q = true;
+    o_in_ring = true;
     stages = kMaxStages;
     while (stages >= 2 && !fits(stages, true)) --stages;
   }
   if (stages < 2) throw Error(ErrorCode::internal, key.name() + ": fewer than two K/V stages fit in shared memory");
-  if (o_aliases_q && dv > d) throw Error(ErrorCode::internal, key.name() + ": O can be staged over Q only when dv <= d");
+  const int o_part_bytes = kWgRows * dv * 2;
+  if (o_in_ring && (consumers != 2 || k_slot < o_part_bytes || v_slot < o_part_bytes || kWgRows % key.gqa_pack != 0))
+    throw Error(ErrorCode::internal, key.name() + ": O can be staged in the ring only by two consumers, 64 rows to a K or V slot");
   p.kv_stages = stages;
   // A second Q buffer where it fits beside that ring (d64 to d128 with O in its own buffer, but not d64 with
   // fp16 softcap and its 192-key blocks): the next tile's Q loads while this one's last blocks run instead of
   // after every consumer's last QK (H200: d128 32x512 +4 %, 1x16k +4 %; issuing the next tile's first QK
   // before staging O as well gained less: bench/results/2026-12-06-h200-sm90-two-q-buffers.md).
-  const int q_stages = !o_aliases_q && fits(stages, false, 2) ? 2 : 1;
+  const int q_stages = !o_in_ring && fits(stages, false, 2) ? 2 : 1;
 
   int offset = 0;
   auto add = [&](const std::string& name, int bytes, int stride, const std::string& contents, int align = 1024) {
@@ -166,8 +182,10 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
       std::to_string(q_stages) + " Q tile(s) of " + std::to_string(rows) + " rows x d, " + boxes);
   add("K", stages * k_slot, k_slot, std::to_string(stages) + " K blocks of " + std::to_string(n) + " rows x d");
   add("V", stages * v_slot, v_slot, std::to_string(stages) + " V blocks of " + std::to_string(n) + " rows x dv");
-  if (o_aliases_q)
-    p.smem.push_back({"O", p.smem[0].offset, o_bytes, 0, "O over the Q buffer for the TMA store (Q is reloaded after the store has read it)"});
+  if (o_in_ring)
+    p.smem.push_back({"O", p.smem[1].offset, o_bytes, 0,
+                      "O in the slots of the tile's last K/V block for the TMA store: rows 0-63 in the K slot, 64-127 in the V "
+                      "slot, a box of 64 rows each (the slots are refilled after the store has read them)"});
   else
     add("O", o_bytes, 0, "the O tile for the TMA store, same box layout as Q");
   add("Bars", barrier_bytes(stages, q_stages), 0, "mbarriers (see the barrier list) and the announced tiles", 16);
@@ -191,13 +209,20 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
                      "idle (the producer warpgroup gives its registers to the consumers)"});
   p.barriers = {
       {"QFull", q_stages, 1, true, "Producer", "Consumers", "Q tile landed (" + std::to_string(q_bytes) + " B)"},
-      {"QEmpty", q_stages, o_aliases_q ? 1 : consumer_warps, false, o_aliases_q ? "Storer" : "Consumers (one per warp)", "Producer",
-       o_aliases_q ? "the O store has read the Q buffer" : "every QK of the tile is complete"},
+      {"QEmpty", q_stages, consumer_warps, false, "Consumers (one per warp)", "Producer", "every QK of the tile is complete"},
       {"KFull", stages, 1, true, "Producer", "Consumers", "K block landed"},
-      {"KEmpty", stages, consumer_warps, false, "Consumers (one per warp)", "Producer", "the QK reading the K block is complete"},
+      {"KEmpty", stages, consumer_warps, false, o_in_ring ? "Consumers (one per warp; a tile's last block: Storer)" : "Consumers (one per warp)",
+       "Producer", o_in_ring ? "the QK reading the K block is complete (the last block: O's store has read the slot)"
+                             : "the QK reading the K block is complete"},
       {"VFull", stages, 1, true, "Producer", "Consumers", "V block landed"},
-      {"VEmpty", stages, consumer_warps, false, "Consumers (one per warp)", "Producer", "the PV reading the V block is complete"},
-      {"OEmpty", 1, 1, false, "Storer", "Consumers", o_aliases_q ? "unused: O lies over Q (QEmpty)" : "the O store has read the O buffer"},
+      {"VEmpty", stages, consumer_warps, false, o_in_ring ? "Consumers (one per warp; a tile's last block: Storer)" : "Consumers (one per warp)",
+       "Producer", o_in_ring ? "the PV reading the V block is complete (the last block: O's store has read the slot)"
+                             : "the PV reading the V block is complete"},
+      {"OEmpty", 1, 1, false, "Storer", "Consumers", o_in_ring ? "the storer has passed the store barrier (O is staged in the ring: KEmpty, VEmpty say it was read)" : "the O store has read the O buffer"},
+      {"OSlotK", 1, 4, false, "Consumer1 (one per warp)", "Consumer0",
+       o_in_ring ? "consumer 1's last QK of the tile is complete: consumer 0 may stage its O rows in that K slot" : "unused: O has its own buffer"},
+      {"OSlotV", 1, 4, false, "Consumer0 (one per warp)", "Consumer1",
+       o_in_ring ? "consumer 0's last PV of the tile is complete: consumer 1 may stage its O rows in that V slot" : "unused: O has its own buffer"},
       {"TileFull", kTileSlots, 1, false, "Scheduler", "Consumers, Storer, Producer", "the next tile (or none) is announced"},
       {"TileEmpty", kTileSlots, consumer_warps + 2, false, "Consumers, Storer, Producer (one per warp)", "Scheduler", "the announcement is read"},
   };
@@ -206,7 +231,7 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
       {"K", box_cols, n, swizzle},
       // One copy brings a V piece's every column box: a paged block of pages of 16 goes in half the copies.
       {"V", box_cols, n, swizzle, dv / box_cols},
-      {"O", box_cols, rows / key.gqa_pack, swizzle},
+      {"O", box_cols, (o_in_ring ? kWgRows : rows) / key.gqa_pack, swizzle},
   };
   p.risks = {
       "Bounded waits: the producer's barrier waits trap after " + std::to_string(p.wait_timeout_ms) +
@@ -226,7 +251,9 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
       "Fallback: head dims other than (64,64), (96,96), (128,128), (256,256), (192,128), decode-sized sequences "
       "and split-KV use the portable kernels.",
   };
-  if (o_aliases_q) p.risks.push_back("O is staged over Q: the next tile's Q load waits for the previous O store.");
+  if (o_in_ring)
+    p.risks.push_back("O is staged in the slots of each tile's last K/V block: the storer, not the consumers, frees them, "
+                      "so the ring's next loads there wait for the O store's read.");
   return p;
 }
 
