@@ -406,11 +406,10 @@ __device__ __forceinline__ void producer(const fa4k::AttentionArgs& a, const Sme
 __device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem& sm, const TmaDescriptor* to) {
   Barriers& b = sm.bars();
   TileFeed feed;
-  Ring ring;  // O in the ring: the K/V slot of each tile's last block
+  int first_slot = 0;  // O in the ring: the K/V slot of each tile's first block, and so of its last
   for (Work w = feed.next(b); w.m_block >= 0; w = feed.next(b)) {
-    for (int j = 1; j < w.blocks.n_blocks; ++j) ring.advance();
-    const int slot = ring.index;
-    ring.advance();
+    const int slot = (first_slot + w.blocks.n_blocks - 1) % kKvStages;
+    first_slot = slot + 1 == kKvStages ? 0 : slot + 1;
     auto part = [&](int c) { return kOInRing ? (c == 0 ? sm.k(slot) : sm.v(slot)) : sm.o() + c * kORows * kSpan; };
     named_barrier_sync(kStoreBarrier, kConsumerThreads + 32);
     if (kOInRing && threadIdx.x % 32 == 0) mbarrier_arrive(&b.o_empty);  // the consumers may arrive for the next tile

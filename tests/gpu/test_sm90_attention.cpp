@@ -5,7 +5,7 @@
 //
 // Coverage: every head dim it takes, (64,64), (96,96), (128,128), (192,128), (256,256); bf16 and fp16; GQA
 // ratios 1, 3 (does not divide the 128-row tile: one q head per tile), 4, 8 and MQA (packed tiles), and at
-// d64 (192-row tiles) 3, 6 and 24 packed, 5 not; sequence
+// d64 (192-row tiles) 3, 6 and 24 packed, 5 not, and at d256 (O stored a warpgroup at a time) 8, 32 and 64; sequence
 // lengths with tails and seqlen_q != seqlen_k both ways (causal rows that see no key); near one-hot softmax
 // (many max changes) with two and three consumer warpgroups; LSE on and off; strided layouts; persistent grids with more tiles than SMs, where
 // barrier phases and the Q/O buffers carry from tile to tile.
@@ -36,6 +36,14 @@ std::vector<Case> sm90_cases() {
       c.name = "gqa" + std::to_string(q / kv) + "_bf16_d64_" + mask_name(causal);
       c.d = c.dv = 64, c.causal = causal, c.batch = 2, c.heads_q = q, c.heads_kv = kv;
       c.shapes = {{300, 300}, {100, 260}, {700, 130}};
+      cases.push_back(c);
+    }
+  for (auto [q, kv] : {std::pair{16, 2}, {32, 1}, {64, 1}})  // d256 stores O a warpgroup at a time: whole tokens
+    for (bool causal : {false, true}) {                      // of 8, 32 and 64 q heads in each 64 rows
+      Case c;
+      c.name = "gqa" + std::to_string(q / kv) + "_bf16_d256_" + mask_name(causal);
+      c.d = c.dv = 256, c.causal = causal, c.batch = 2, c.heads_q = q, c.heads_kv = kv;
+      c.shapes = {{100, 260}, {67, 130}};
       cases.push_back(c);
     }
   for (int d : {64, 128, 256})

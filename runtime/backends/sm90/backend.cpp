@@ -60,10 +60,49 @@ int tile_n(int head_dim, int consumers, bool causal, bool paged) {
   return pow2;
 }
 
-// Q heads of one kv head packed into a tile's rows: whole tokens a tile. At dv 256, where O is staged in the
-// ring (Plan), each warpgroup's 64 rows are stored as a box of their own: whole tokens a warpgroup too.
-int gqa_pack(int rows, int q_heads_per_kv, int dv) {
-  const int whole = dv > 192 ? kWgRows : rows;
+// How a tile's shared memory is shared out (one place, for the key's GQA packing and the Plan): the deepest
+// K/V ring that fits; O gets its own buffer unless that leaves fewer than two stages. Then (d256) each consumer
+// stages its 64 rows in a slot of the tile's last K/V block, free once that block's QKs and PVs are done, and
+// the next tile's Q loads after the last QKs as with a buffer of its own. (O staged over Q made that load wait
+// for the O store: 3-7 % of d256 rows up to 2k keys; O stored from the consumers' registers lost 4 %, Q
+// prefetched into L2 gained nothing: bench/results/2026-12-05-h100-sm90-short-rows.md.) A second Q buffer
+// where it fits beside that ring (d64 to d128 with O in its own buffer, but not d64 with fp16 softcap and its
+// 192-key blocks): the next tile's Q loads while this one's last blocks run instead of after every consumer's
+// last QK (H200: d128 32x512 +4 %, 1x16k +4 %; issuing the next tile's first QK before staging O as well
+// gained less: bench/results/2026-12-06-h200-sm90-two-q-buffers.md).
+constexpr int kTileSlots = 2;       // tiles the scheduler announces ahead (the kernel's ring) ...
+constexpr int kAnnounceBytes = 64;  // ... each with its sequence and K/V blocks (the kernel's Work)
+int barrier_bytes(int stages, int q_stages) {
+  return 8 * (3 + 2 * q_stages + 4 * stages + 2 * kTileSlots) + kAnnounceBytes * kTileSlots;
+}
+
+struct SmemSplit {
+  int q_bytes, k_slot, v_slot, o_bytes;  // a Q tile, a K and a V block, the O tile
+  int stages = 0, q_stages = 1;
+  bool o_in_ring = false;
+};
+// (stages < 2: nothing fits, a head dim the backend does not serve; plan() throws.)
+SmemSplit smem_split(const KernelKey& key) {
+  const int rows = tile_m(key), n = tile_n(key.head_dim, rows / kWgRows, key.causal, key.paged);
+  SmemSplit s{rows * key.head_dim * 2, n * key.head_dim * 2, n * key.head_dim_v * 2, rows * key.head_dim_v * 2};
+  auto fits = [&](int stages, bool o_in_ring, int q_stages) {
+    int end = round_up(q_stages * s.q_bytes, 1024) + stages * (s.k_slot + s.v_slot);
+    if (!o_in_ring) end = round_up(end, 1024) + s.o_bytes;
+    return round_up(end, 16) + barrier_bytes(stages, q_stages) <= kSmemBudget;
+  };
+  for (bool o_in_ring : {false, true}) {
+    s.o_in_ring = o_in_ring;
+    for (s.stages = kMaxStages; s.stages >= 2 && !fits(s.stages, o_in_ring, 1);) --s.stages;
+    if (s.stages >= 2) break;
+  }
+  s.q_stages = !s.o_in_ring && fits(s.stages, false, 2) ? 2 : 1;
+  return s;
+}
+
+// Q heads of one kv head packed into a tile's rows: whole tokens a tile. Where O is staged in the ring, each
+// warpgroup's 64 rows are stored as a box of their own: whole tokens a warpgroup too.
+int gqa_pack(const KernelKey& key, int q_heads_per_kv) {
+  const int whole = smem_split(key).o_in_ring ? kWgRows : tile_m(key);
   return q_heads_per_kv > 1 && whole % q_heads_per_kv == 0 ? q_heads_per_kv : 1;
 }
 
@@ -76,7 +115,7 @@ class Sm90Backend final : public KernelBackend {
   KernelKey key(KernelKey base, const KernelConfig& config, int) const override {
     base.arch = 90;
     base.variant = ArchVariant::specific;
-    base.gqa_pack = gqa_pack(tile_m(base), config.q_heads_per_kv, base.head_dim_v);
+    base.gqa_pack = gqa_pack(base, config.q_heads_per_kv);
     return base;
   }
   bool supports(const KernelKey& key, std::string* why) const override;
@@ -135,41 +174,15 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   const int d = key.head_dim, dv = key.head_dim_v, n = p.tile_n;
   const int swizzle = (d % 64 == 0 && dv % 64 == 0) ? 128 : 64;
   const int box_cols = swizzle / 2;
-  const int rows = p.tile_m, q_bytes = rows * d * 2, o_bytes = rows * dv * 2;
-  const int k_slot = n * d * 2, v_slot = n * dv * 2;
-  constexpr int kTileSlots = 2;      // tiles the scheduler announces ahead (the kernel's ring) ...
-  constexpr int kAnnounceBytes = 64;  // ... each with its sequence and K/V blocks (the kernel's Work)
-  auto barrier_bytes = [](int stages, int q_stages) {
-    return 8 * (3 + 2 * q_stages + 4 * stages + 2 * kTileSlots) + kAnnounceBytes * kTileSlots;
-  };
-  auto fits = [&](int stages, bool alias, int q_stages = 1) {
-    int end = round_up(q_stages * q_bytes, 1024) + stages * (k_slot + v_slot);
-    if (!alias) end = round_up(end, 1024) + o_bytes;
-    return round_up(end, 16) + barrier_bytes(stages, q_stages) <= kSmemBudget;
-  };
-  // The deepest ring that fits; O gets its own buffer unless that leaves fewer than two stages. Then (d256)
-  // each consumer stages its 64 rows in a slot of the tile's last K/V block, free once that block's QKs and
-  // PVs are done, and the next tile's Q loads after the last QKs as with a buffer of its own. (O staged over
-  // Q made that load wait for the O store: 3-7 % of d256 rows up to 2k keys; O stored from the consumers'
-  // registers lost 4 %, Q prefetched into L2 gained nothing: bench/results/2026-12-05-h100-sm90-short-rows.md.)
-  bool o_in_ring = false;
-  int stages = kMaxStages;
-  while (stages >= 2 && !fits(stages, false)) --stages;
-  if (stages < 2) {
-    o_in_ring = true;
-    stages = kMaxStages;
-    while (stages >= 2 && !fits(stages, true)) --stages;
-  }
+  const SmemSplit split = smem_split(key);
+  const int rows = p.tile_m, q_bytes = split.q_bytes, o_bytes = split.o_bytes, k_slot = split.k_slot, v_slot = split.v_slot;
+  const int stages = split.stages, q_stages = split.q_stages;
+  const bool o_in_ring = split.o_in_ring;
   if (stages < 2) throw Error(ErrorCode::internal, key.name() + ": fewer than two K/V stages fit in shared memory");
   const int o_part_bytes = kWgRows * dv * 2;
   if (o_in_ring && (consumers != 2 || k_slot < o_part_bytes || v_slot < o_part_bytes || kWgRows % key.gqa_pack != 0))
     throw Error(ErrorCode::internal, key.name() + ": O can be staged in the ring only by two consumers, 64 rows to a K or V slot");
   p.kv_stages = stages;
-  // A second Q buffer where it fits beside that ring (d64 to d128 with O in its own buffer, but not d64 with
-  // fp16 softcap and its 192-key blocks): the next tile's Q loads while this one's last blocks run instead of
-  // after every consumer's last QK (H200: d128 32x512 +4 %, 1x16k +4 %; issuing the next tile's first QK
-  // before staging O as well gained less: bench/results/2026-12-06-h200-sm90-two-q-buffers.md).
-  const int q_stages = !o_in_ring && fits(stages, false, 2) ? 2 : 1;
 
   int offset = 0;
   auto add = [&](const std::string& name, int bytes, int stride, const std::string& contents, int align = 1024) {
