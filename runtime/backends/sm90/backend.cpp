@@ -92,7 +92,8 @@ SmemSplit smem_split(const KernelKey& key) {
   };
   for (bool o_in_ring : {false, true}) {
     s.o_in_ring = o_in_ring;
-    for (s.stages = kMaxStages; s.stages >= 2 && !fits(s.stages, o_in_ring, 1);) --s.stages;
+    s.stages = kMaxStages;
+    while (s.stages >= 2 && !fits(s.stages, o_in_ring, 1)) --s.stages;
     if (s.stages >= 2) break;
   }
   s.q_stages = !s.o_in_ring && fits(s.stages, false, 2) ? 2 : 1;
