@@ -75,12 +75,8 @@ TEST(Sm90Backend, PacksWholeTokensPerTileAndAtDv256PerWarpgroup) {
       const KernelKey key = detail::key_for_config(c, 90);
       if (!detail::supports(key, nullptr)) continue;
       const Plan p = detail::make_plan(key);
-      auto offset = [&](const char* name) {
-        for (const auto& b : p.smem)
-          if (b.name == name) return b.offset;
-        return -1;
-      };
-      const bool o_in_ring = offset("O") == offset("K");  // each warpgroup's 64 rows stored as a box of their own
+      // O staged in the ring (at K's offset): each warpgroup's 64 rows stored as a box of their own.
+      const bool o_in_ring = test::smem_buffer(p, "O").offset == test::smem_buffer(p, "K").offset;
       EXPECT_EQ(o_in_ring, dv == 256) << key.name();
       const int whole = o_in_ring ? 64 : p.tile_m;
       EXPECT_EQ(key.gqa_pack, whole % ratio == 0 ? ratio : 1) << key.name() << " q heads per kv " << ratio;
