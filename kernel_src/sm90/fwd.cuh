@@ -162,7 +162,7 @@ static_assert(sizeof(Barriers) <= kSmemBarsBytes, "barrier block larger than the
 struct Smem {
   char* base;  // 1024-B aligned (checked at kernel start)
   __device__ char* q(int i) const { return base + kSmemQOffset + i * kSmemQStride; }
-  __device__ char* o() const { return base + kSmemOOffset; }  // Q's (only) buffer when aliased
+  __device__ char* o() const { return base + kSmemOOffset; }  // O's own buffer (in the ring: the storer's part())
   __device__ char* k(int i) const { return base + kSmemKOffset + i * kSmemKStride; }
   __device__ char* v(int i) const { return base + kSmemVOffset + i * kSmemVStride; }
   __device__ Barriers& bars() const { return *reinterpret_cast<Barriers*>(base + kSmemBarsOffset); }
@@ -421,6 +421,8 @@ __device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem&
         fa4k::store_tile_rows<kORows, kDv, kPack, kSwizzle>(part(c), max(first - c * kORows, 0), min(end - c * kORows, kORows),
                                                             a.o, w.seq.q_batch, first_token(w) + c * kORows / kPack, w.group,
                                                             threadIdx.x % 32, 32);
+      // In the ring, the producer's next TMA load (async proxy) may overwrite what these lanes just read.
+      if constexpr (kOInRing) fence_proxy_async_shared();
       __syncwarp();
     } else if (threadIdx.x % 32 == 0) {
       for (int c = 0; c < kM / kORows; ++c)
