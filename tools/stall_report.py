@@ -19,14 +19,17 @@ import sass_report  # noqa: E402
 
 
 def read_samples(path):
-    """{address: {column: value}} for the numeric sampled columns, and the columns' names."""
+    """{offset: {column: value}} for the sampled columns (the totals and the per-reason `stall_*` counts),
+    the columns' names, and {offset: SASS text}. Nsight Compute exports the kernel's instructions in order
+    from its entry at their loaded (absolute) addresses: offsets count from the first one, as nvdisasm's do."""
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
         rows = list(csv.reader(f))
     head = next(i for i, r in enumerate(rows) if any(c.strip().startswith("Address") for c in r))
     names = [c.strip() for c in rows[head]]
     addr_col = next(i for i, c in enumerate(names) if c.startswith("Address"))
-    sampled = [i for i, c in enumerate(names) if "ampl" in c]
-    out = {}
+    src_col = next((i for i, c in enumerate(names) if c == "Source"), None)
+    sampled = [i for i, c in enumerate(names) if "ampl" in c or c.startswith("stall_")]
+    out, text = {}, {}
     for r in rows[head + 1:]:
         if len(r) <= addr_col or not r[addr_col].strip():
             continue
@@ -41,7 +44,11 @@ def read_samples(path):
             except ValueError:
                 pass
         out[addr] = vals
-    return out, [names[i] for i in sampled]
+        if src_col is not None and src_col < len(r):
+            text[addr] = r[src_col].strip()
+    base = min(out) if out else 0
+    return ({a - base: v for a, v in out.items()}, [names[i] for i in sampled],
+            {a - base: t for a, t in text.items()})
 
 
 def label(column):
@@ -57,21 +64,28 @@ def main():
     p.add_argument("--top", type=int, default=40)
     p.add_argument("--nvdisasm")
     a = p.parse_args()
-    samples, columns = read_samples(a.csv)
+    samples, columns, text = read_samples(a.csv)
     total_col = next((c for c in columns if "All" in c), columns[0] if columns else None)
     if total_col is None:
         raise SystemExit("stall_report: no sampled column in %s" % a.csv)
-    reasons = [c for c in columns if c != total_col and "Not-issued" not in c and "Not Issued" not in c]
+    reasons = [c for c in columns if c.startswith("stall_") and "Not Issued" not in c]
+    if reasons:
+        reasons.append("stall_unlisted")
     fns = sass_report.parse_sass(sass_report.disassemble(sass_report.find_nvdisasm(a.nvdisasm), a.cubin))
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     roles = sass_report.RoleMap([os.path.dirname(a.cubin), os.path.join(root, "kernel_src"), root], r"^$")
     by_line, by_fn, ops = collections.defaultdict(collections.Counter), collections.defaultdict(collections.Counter), {}
-    matched = 0.0
+    matched, same_op, compared = 0.0, 0, 0
     for fn in fns:
         for ins in fn.instrs:
+            if ins.addr in text:  # the export's SASS at this offset is the cubin's instruction
+                compared += 1
+                same_op += ins.op.split(".")[0] in text[ins.addr]
             s = samples.get(ins.addr)
             if not s or not s.get(total_col):
                 continue
+            # Samples of a reason the export has no column for (on sm_90, the warpgroup MMA's waits).
+            s = dict(s, stall_unlisted=max(0.0, s[total_col] - sum(s.get(r, 0.0) for r in reasons)))
             matched += s[total_col]
             path, line = ins.frames[0] if ins.frames else ("?", 0)
             key = "%s:%d" % (path, line)
@@ -82,6 +96,7 @@ def main():
             by_fn[inside[0][0] if inside else "?"].update(s)
     grand = sum(v.get(total_col, 0) for v in samples.values())
     print("samples (%s): %d in the CSV, %d matched to the cubin's instructions" % (total_col, grand, matched))
+    print("opcodes: %d of the cubin's %d instructions found in the export have the same opcode there" % (same_op, compared))
     if grand and matched < 0.95 * grand:
         print("WARNING: under 95%% matched: is the cubin the profiled kernel's configuration?")
 

@@ -59,14 +59,14 @@ constexpr u32 kConsumerThreads = 128 * kConsumers;
 constexpr u32 kStoreBarrier = 1;  // named barrier: every consumer's O rows are staged (0 is __syncthreads)
 constexpr u32 kTurnBarrier = 2;   // 2 + w: consumer w may issue its wgmmas
 constexpr u32 kTailBarrier = kTurnBarrier + kConsumers;  // a tile's top V block is cleaned (clean_v_tail)
-constexpr int kTileSlots = 2;     // announced tiles in flight
+constexpr int kTileSlots = kBarTileFullCount;  // announced tiles in flight (the Plan's)
 constexpr u32 kTileReaders = kConsumerWarps + 1 + 1;  // consumer warps, the storer and the producer
 // Causal and windowed tiles differ in length (dealt out statically, a window's 16k x 16k problem ran at 0.87
 // of causal on the H200), and a ragged batch's tiles are found only on the device: hand them out as CTAs
 // come free.
 constexpr bool kDynamicTiles = kCausal || kWindow || kVarlen;
 static_assert(kDynamicTiles == (kScratchBytesPerCta > 0), "dynamic tiles need the Plan's scratch for their counters");
-static_assert(kBarTileFullCount == kTileSlots && kBarTileEmptyArrivals == kTileReaders, "the Plan's tile ring");
+static_assert(kBarTileEmptyArrivals == kTileReaders, "the Plan's tile ring: every reader releases a slot");
 static_assert(kBarKEmptyArrivals == kConsumerWarps && kBarVEmptyArrivals == kConsumerWarps, "one release per consumer warp");
 static_assert(kBarQEmptyArrivals == kConsumerWarps, "Q is released per consumer warp");
 static_assert(kBarQEmptyCount == kQStages && (kQStages == 1 || kQStages == 2) && kSmemQBytes == kQStages * kSmemQStride,
