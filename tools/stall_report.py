@@ -84,7 +84,7 @@ def main():
             s = samples.get(ins.addr)
             if not s or not s.get(total_col):
                 continue
-            # Samples of a reason the export has no column for (on sm_90, the warpgroup MMA's waits).
+            # Samples of a reason the export has no column for (on sm_90 nearly all at HGMMA instructions).
             s = dict(s, stall_unlisted=max(0.0, s[total_col] - sum(s.get(r, 0.0) for r in reasons)))
             matched += s[total_col]
             path, line = ins.frames[0] if ins.frames else ("?", 0)
@@ -98,7 +98,7 @@ def main():
     print("samples (%s): %d in the CSV, %d matched to the cubin's instructions" % (total_col, grand, matched))
     print("opcodes: %d of the cubin's %d instructions found in the export have the same opcode there" % (same_op, compared))
     if grand and matched < 0.95 * grand:
-        print("WARNING: under 95%% matched: is the cubin the profiled kernel's configuration?")
+        print("WARNING: under 95% matched: is the cubin the profiled kernel's configuration?")
 
     def table(title, groups, with_src):
         print("\n## %s\n" % title)
