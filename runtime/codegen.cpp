@@ -93,6 +93,7 @@ std::string generate_preamble(const Plan& plan) {
   p.constant("int", "kKvStages", plan.kv_stages);
   p.constant("int", "kSmemBytes", plan.smem_bytes);
   p.flag("kPersistent", plan.persistent);
+  p.constant("int", "kTilesAhead", plan.tiles_ahead);
   p.flag("kRowsFromBottom", plan.rows_from_bottom);
   p.constant("int", "kSoftExp2Every", plan.soft_exp2_every);
   p.constant("int", "kPvEarlySteps", plan.pv_early_steps);

@@ -155,6 +155,8 @@ struct FA4_API Plan {
   std::vector<BarrierSpec> barriers;
   std::vector<TmaBox> tma;
   bool persistent = false;   // grid = min(SMs, tiles), tiles walked by a static scheduler
+  int tiles_ahead = 0;       // sm90: a CTA draws tile t once every role has taken tile t - tiles_ahead (at most
+                             // the TileFull ring's slots; 0: no tile ring)
   bool rows_from_bottom = false;  // sm90: where later rows see more keys (fa4k::later_rows_longer), a sequence's
                                   // row blocks end at its last row, so the partial one is the cheapest
                                   // (fa4k::tile_first_row)

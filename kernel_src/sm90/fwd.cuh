@@ -59,7 +59,8 @@ constexpr u32 kConsumerThreads = 128 * kConsumers;
 constexpr u32 kStoreBarrier = 1;  // named barrier: every consumer's O rows are staged (0 is __syncthreads)
 constexpr u32 kTurnBarrier = 2;   // 2 + w: consumer w may issue its wgmmas
 constexpr u32 kTailBarrier = kTurnBarrier + kConsumers;  // a tile's top V block is cleaned (clean_v_tail)
-constexpr int kTileSlots = kBarTileFullCount;  // announced tiles in flight (the Plan's)
+constexpr int kTileSlots = kBarTileFullCount;  // the announced tiles' ring (the Plan's)
+static_assert(kTilesAhead >= 1 && kTilesAhead <= kTileSlots, "the Plan's tiles_ahead: 1 to the ring's slots");
 constexpr u32 kTileReaders = kConsumerWarps + 1 + 1;  // consumer warps, the storer and the producer
 // Causal and windowed tiles differ in length (dealt out statically, a window's 16k x 16k problem ran at 0.87
 // of causal on the H200), and a ragged batch's tiles are found only on the device: hand them out as CTAs
@@ -109,10 +110,9 @@ __device__ __forceinline__ void wait(u64* bar, u32 parity) {
     if (kWatchdog && kWaitTimeoutMs > 0 && globaltimer_ns_low() - start > kWaitTimeoutMs * 1000000u) __trap();
 }
 
-// The scheduler's wait for a free announcement slot, which its readers release once they are done with the
-// tile (the producer after its last load): up to a whole tile. Counted in milliseconds, with 60 times the
-// watchdog's limit, so that a long tile under a debugger or compute-sanitizer does not trap and a lost
-// signal still does.
+// The scheduler's wait for an announced tile's release by every reader (the producer's after its last load):
+// up to a whole tile. Counted in milliseconds, with 60 times the watchdog's limit, so that a long tile under
+// a debugger or compute-sanitizer does not trap and a lost signal still does.
 __device__ __forceinline__ void wait_slot(u64* bar, u32 parity) {
   u32 tick = globaltimer_ns_low(), waited_ms = 0;
   while (!mbarrier_try_wait_parity(bar, parity)) {
@@ -358,12 +358,15 @@ __device__ __forceinline__ void scheduler(const fa4k::AttentionArgs& a, const Sm
   Barriers& b = sm.bars();
   TileSource source;
   VarlenCursor cursor;
-  int slot = 0;
-  u32 slot_phase = 0;
+  // Tile t is drawn once every role has taken tile t - kTilesAhead (t's slot is then free too: the roles take
+  // tiles in order), not as soon as its slot is free: claimed tiles waiting here would unbalance the tail.
+  // `fill` is t's slot; `taken` holds tile t - kTilesAhead, kTileSlots - kTilesAhead positions further round
+  // the ring (`fill` itself at the ring's depth), and its release completes that slot's previous phase.
+  StageRing<kTileSlots> fill, behind;
+  for (int i = kTilesAhead; i < kTileSlots; ++i) behind.advance();
+  const StageRing<kTileSlots>& taken = kTilesAhead == kTileSlots ? fill : behind;
   for (bool more = true; more;) {
-    // A free slot first, then the draw: a CTA claims a tile only when it can announce it (claimed tiles
-    // waiting here would unbalance the tail).
-    if (threadIdx.x % 32 == 0) wait_slot(&b.tile_empty[slot], slot_phase ^ 1);
+    if (threadIdx.x % 32 == 0) wait_slot(&b.tile_empty[taken.index], taken.phase ^ 1);
     __syncwarp();
     Work w;
     more = next_work(a, source, cursor, w);
@@ -372,11 +375,12 @@ __device__ __forceinline__ void scheduler(const fa4k::AttentionArgs& a, const Sm
       w.m_block = -1;
     }
     if (threadIdx.x % 32 == 0) {
-      b.tile[slot] = w;
-      mbarrier_arrive(&b.tile_full[slot]);  // release: the readers' acquire sees the tile
+      b.tile[fill.index] = w;
+      mbarrier_arrive(&b.tile_full[fill.index]);  // release: the readers' acquire sees the tile
     }
     __syncwarp();
-    if (++slot == kTileSlots) slot = 0, slot_phase ^= 1;
+    fill.advance();
+    if constexpr (kTilesAhead < kTileSlots) behind.advance();
   }
 }
 

@@ -43,6 +43,13 @@ inline const SmemBuffer& smem_buffer(const Plan& plan, const std::string& name) 
   throw std::runtime_error("plan has no smem buffer " + name);
 }
 
+// The Plan's barrier called `name` (throws when there is none).
+inline const BarrierSpec& barrier(const Plan& plan, const std::string& name) {
+  for (const BarrierSpec& b : plan.barriers)
+    if (b.name == name) return b;
+  throw std::runtime_error("plan has no barrier " + name);
+}
+
 // The check machinery the tests share with `fa4rt selftest` (verify/): device buffers, contexts, random
 // inputs, references, the attention check harness.
 using namespace fa4::verify;

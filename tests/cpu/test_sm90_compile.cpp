@@ -177,6 +177,11 @@ TEST_P(Sm90Plan, Invariants) {
     EXPECT_GT(p.smem_bytes + q.stride, kSmemLimit) << "a second Q buffer fits beside " << p.kv_stages << " K/V stages";
   for (const BarrierSpec& bar : p.barriers)
     if (bar.name == "QFull" || bar.name == "QEmpty") EXPECT_EQ(bar.instances, q_stages) << bar.name;
+  // Tiles are drawn the tile ring's depth ahead (a second Q buffer loads the next tile's Q early), dense
+  // causal ones with one Q buffer only one, so that no CTA holds the next L2 section's longest tile while it
+  // is still busy.
+  const BarrierSpec& tile_ring = test::barrier(p, "TileFull");
+  EXPECT_EQ(p.tiles_ahead, p.key.causal && !p.key.varlen && q_stages == 1 ? 1 : tile_ring.instances);
   // Roles cover the 12 warps once; the consumers are whole warpgroups (wgmma), and setmaxnreg gives one
   // budget to each warpgroup, so the roles of one warpgroup share it.
   std::vector<int> owner(p.threads / 32, 0), regs(p.threads / 128, -1);

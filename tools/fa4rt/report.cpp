@@ -213,6 +213,10 @@ std::string plan_report(const Plan& plan, const MaskShape& shape, const std::str
           << (min_bytes % (1 << 20) ? " KiB" : " MiB") << " of K/V or more (below: head after head)";
     out << "\n";
   }
+  if (plan.tiles_ahead > 0)
+    out << "  tile draws: a CTA draws tile t once every role has taken tile t - " << plan.tiles_ahead
+        << (plan.tiles_ahead == 1 ? " (the producer has issued tile t - 1's loads)" : " (a slot of the tile ring is free)")
+        << "\n";
   math_contract(out, plan);
   streaming_state(out, plan);
   mma_contracts(out, plan);

@@ -70,7 +70,7 @@ int tile_n(int head_dim, int consumers, bool causal, bool paged) {
 // 192-key blocks): the next tile's Q loads while this one's last blocks run instead of after every consumer's
 // last QK (H200: d128 32x512 +4 %, 1x16k +4 %; issuing the next tile's first QK before staging O as well
 // gained less: bench/results/2026-12-06-h200-sm90-two-q-buffers.md).
-constexpr int kTileSlots = 2;       // tiles the scheduler announces ahead (the kernel's ring) ...
+constexpr int kTileSlots = 2;       // the announced tiles' ring (Plan::tiles_ahead says how far ahead) ...
 constexpr int kAnnounceBytes = 64;  // ... each with its sequence and K/V blocks (the kernel's Work)
 int barrier_bytes(int stages, int q_stages) {
   return 8 * (3 + 2 * q_stages + 4 * stages + 2 * kTileSlots) + kAnnounceBytes * kTileSlots;
@@ -179,6 +179,13 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   const int rows = p.tile_m, q_bytes = split.q_bytes, o_bytes = split.o_bytes, k_slot = split.k_slot, v_slot = split.v_slot;
   const int stages = split.stages, q_stages = split.q_stages;
   const bool o_in_ring = split.o_in_ring;
+  // Tiles drawn ahead. Two (the ring's depth): a CTA draws its next tile as it starts one, and a second Q
+  // buffer can load that tile's Q early. Dense causal tiles with one Q buffer: one, drawn once the producer
+  // has issued this tile's loads. Drawn earlier, longest first, CTAs still busy took the next L2 section's
+  // longest tiles and SMs idled at the end (H100, d256 causal 1x16k: 0.84 of cycles active, 0.92 with one
+  // ahead; d256 causal rows +0.5 to +8 %). With a second Q buffer one ahead lost up to 5 % at d128 and was
+  // -3 to +1 % at d64: bench/results/2026-12-07-h100-sm90-causal-balance.md.
+  p.tiles_ahead = key.causal && !key.varlen && q_stages == 1 ? 1 : kTileSlots;
   if (stages < 2) throw Error(ErrorCode::internal, key.name() + ": fewer than two K/V stages fit in shared memory");
   const int o_part_bytes = kWgRows * dv * 2;
   if (o_in_ring && (consumers != 2 || k_slot < o_part_bytes || v_slot < o_part_bytes || kWgRows % key.gqa_pack != 0))
