@@ -84,9 +84,7 @@ TEST_P(Sm100Plan, Invariants) {
   auto disjoint = [](const TmemRegion& a, const TmemRegion& b) {
     return a.first_column + a.columns <= b.first_column || b.first_column + b.columns <= a.first_column;
   };
-  int pv_done = -1;
-  for (const BarrierSpec& b : p.barriers)
-    if (b.name == "PvDone") pv_done = b.instances;
+  const int pv_done = test::barrier(p, "PvDone").instances;
   for (int t = 0; t < 2; ++t) {
     const TmemRegion ps = region("P" + std::to_string(t)), st = region("S" + std::to_string(t));
     const bool inside = ps.first_column >= st.first_column && ps.first_column + ps.columns <= st.first_column + st.columns;
