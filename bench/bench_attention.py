@@ -3,11 +3,13 @@
 kernel on Hopper, when flash_attn.cute imports), in one run.
 
 The sweep: 16384 tokens (batch x seqlen = 32x512 .. 1x16384),
-2048/head_dim heads, head_dim 64/128/256, causal and not, plus GQA 32q/8kv d128 rows. Each time is the
-median of triton.testing.do_bench (which flushes L2 before every call; CUDA events when triton is
-missing); FLOPs = 4*b*h*sq*sk*d, halved when causal. fa4rt is prewarmed first (compile time is
-reported apart). Each shape's fa4rt output is compared once with the flash backend's (max abs diff), so
-a broken kernel cannot post a good-looking number.
+2048/head_dim heads, head_dim 64/128/256, causal and not, plus GQA 32q/8kv d128 rows and head dims
+(192, 128) with 16 heads (Q/K 192, V 128). Each time is the median of triton.testing.do_bench (which
+flushes L2 before every call; CUDA events when triton is missing); FLOPs = 2*b*h*sq*sk*(d + dv), halved
+when causal. fa4rt is prewarmed first (compile time is reported apart). Each shape's fa4rt output is
+compared once with the flash backend's (max abs diff; where flash has no kernel for dv != d, the first
+of the memory-efficient and cuDNN backends that runs it), so a broken kernel cannot post a good-looking
+number.
 
     python3 bench/bench_attention.py OUT_PREFIX [--quick] [--dtype bf16|fp16] [--rows REGEX] [--fa4rt-only]
 
@@ -40,19 +42,21 @@ CHECK_TOL = {"bf16": 0.05, "fp16": 0.01}  # max abs diff vs flash; a real bug is
 
 
 class Shape:
-    def __init__(self, batch, seqlen, heads_q, heads_kv, head_dim, causal):
+    def __init__(self, batch, seqlen, heads_q, heads_kv, head_dim, causal, head_dim_v=None):
         self.batch, self.seqlen, self.heads_q, self.heads_kv = batch, seqlen, heads_q, heads_kv
         self.head_dim, self.causal = head_dim, causal
+        self.head_dim_v = head_dim if head_dim_v is None else head_dim_v
 
     @property
     def flops(self):
-        f = 4 * self.batch * self.heads_q * self.seqlen * self.seqlen * self.head_dim
+        f = 2 * self.batch * self.heads_q * self.seqlen * self.seqlen * (self.head_dim + self.head_dim_v)
         return f / 2 if self.causal else f
 
     @property
     def label(self):
         gqa = "GQA %dq/%dkv, " % (self.heads_q, self.heads_kv) if self.heads_q != self.heads_kv else ""
-        return "%s%d" % (gqa, self.head_dim)
+        dims = "%dx%d" % (self.head_dim, self.head_dim_v) if self.head_dim_v != self.head_dim else "%d" % self.head_dim
+        return gqa + dims
 
 
 def row_key(shape):
@@ -70,6 +74,9 @@ def sweep(quick, rows=None):
     for causal in (False, True):
         for s in (2048, 8192):
             shapes.append(Shape(16384 // s, s, 32, 8, 128, causal))
+    for causal in (False, True):
+        for s in seqlens:
+            shapes.append(Shape(16384 // s, s, 16, 16, 192, causal, head_dim_v=128))
     return [s for s in shapes if rows is None or re.search(rows, row_key(s))]
 
 
@@ -116,7 +123,8 @@ def fmt(x, spec="%.1f"):
 def check_text(check):
     if check.get("max_abs_diff") is None:
         return check.get("error", "-")
-    return "%s %.2e" % ("ok" if check["ok"] else "BAD", check["max_abs_diff"])
+    ref = "" if check.get("ref", "flash") == "flash" else " (vs %s)" % check["ref"]
+    return "%s %.2e%s" % ("ok" if check["ok"] else "BAD", check["max_abs_diff"], ref)
 
 
 def write_results(prefix, meta, rows):
@@ -124,7 +132,7 @@ def write_results(prefix, meta, rows):
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
     lines = ["# fa4rt attention forward benchmark", ""]
     lines += ["- %s: %s" % (k, v) for k, v in meta.items()]
-    lines += ["", "TFLOP/s (median). check: max abs diff of fa4rt vs the flash backend on one input set.", "",
+    lines += ["", "TFLOP/s (median). check: max abs diff of fa4rt vs the flash backend (or the one named) on one input set.", "",
               "| head_dim | causal | batch x seqlen | fa4rt | PyTorch flash | cuDNN | FA4-cute | fa4rt/cuDNN | fa4rt/FA4-cute | check |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -191,7 +199,7 @@ def main():
         torch.zeros(1, device="cuda")  # prewarm compiles for the current context's device: create it first
         attn = fa4rt.Attention()
         meta["fa4rt"] = "%s (%s)" % (fa4rt.version(), fa4rt.library_path())
-        configs = {tuple(sorted(fa4rt.config(args.dtype, s.head_dim, causal=s.causal,
+        configs = {tuple(sorted(fa4rt.config(args.dtype, s.head_dim, s.head_dim_v, causal=s.causal,
                                              q_heads_per_kv=s.heads_q // s.heads_kv).items())) for s in shapes}
         start = time.perf_counter()
         attn.prewarm([dict(c) for c in configs])
@@ -224,13 +232,14 @@ def main():
 
 
 def bench_shape(torch, F, SDPBackend, sdpa_kernel, attn, cute, timer, s, dtype, dtype_name, fa4rt_only=False):
-    b, n, hq, hkv, d = s.batch, s.seqlen, s.heads_q, s.heads_kv, s.head_dim
-    set_bytes = 2 * (2 * b * n * hq * d + 2 * b * n * hkv * d)  # q, o, k, v
+    b, n, hq, hkv, d, dv = s.batch, s.seqlen, s.heads_q, s.heads_kv, s.head_dim, s.head_dim_v
+    set_bytes = 2 * b * n * (hq * (d + dv) + hkv * (d + dv))  # q, o, k, v
     n_sets = 1 if set_bytes >= 2 * L2_BYTES else min(8, math.ceil(2 * L2_BYTES / set_bytes))
-    sets = [tuple(torch.randn(b, n, h, d, device="cuda", dtype=dtype) for h in (hq, hkv, hkv)) for _ in range(n_sets)]
-    out = torch.empty(b, n, hq, d, device="cuda", dtype=dtype)
-    row = {"label": s.label, "head_dim": d, "heads_q": hq, "heads_kv": hkv, "causal": s.causal, "batch": b,
-           "seqlen": n, "flops": s.flops, "input_sets": n_sets}
+    sets = [tuple(torch.randn(b, n, h, dim, device="cuda", dtype=dtype) for h, dim in ((hq, d), (hkv, d), (hkv, dv)))
+            for _ in range(n_sets)]
+    out = torch.empty(b, n, hq, dv, device="cuda", dtype=dtype)
+    row = {"label": s.label, "head_dim": d, "head_dim_v": dv, "heads_q": hq, "heads_kv": hkv, "causal": s.causal,
+           "batch": b, "seqlen": n, "flops": s.flops, "input_sets": n_sets}
     counter = [0]
 
     def next_set():
@@ -268,10 +277,19 @@ def bench_shape(torch, F, SDPBackend, sdpa_kernel, attn, cute, timer, s, dtype, 
         q, k, v = sets[0]
         out.fill_(float("nan"))
         attn.run(q, k, v, out=out, causal=s.causal)
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            ref = sdpa(q, k, v).transpose(1, 2)
+        refs = [("flash", SDPBackend.FLASH_ATTENTION)]
+        if dv != d:  # flash has no kernel for dv != d
+            refs = [("efficient", SDPBackend.EFFICIENT_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)]
+        for i, (ref_name, backend) in enumerate(refs):
+            try:
+                with sdpa_kernel(backend):
+                    ref = sdpa(q, k, v).transpose(1, 2)
+                break
+            except RuntimeError:
+                if i + 1 == len(refs):
+                    raise
         diff = (out.float() - ref.float()).abs().nan_to_num(nan=float("inf")).max().item()
-        check = {"ok": diff <= CHECK_TOL[dtype_name], "max_abs_diff": diff, "ref": "flash"}
+        check = {"ok": diff <= CHECK_TOL[dtype_name], "max_abs_diff": diff, "ref": ref_name}
     except Exception as e:
         check["error"] = ("%s: %s" % (type(e).__name__, e)).splitlines()[0][:300]
     row["check"] = check
