@@ -64,23 +64,25 @@ TEST(Sm90Backend, ServesEveryDenseHeadDimButTheSmallest) {
   EXPECT_EQ(served, 5);
 }
 
-// GQA packing puts whole tokens in a tile; at dv 256, whose O is stored a warpgroup's 64 rows at a time from
-// the K/V ring, whole tokens in each warpgroup's rows too. Every packed key plans.
-TEST(Sm90Backend, PacksWholeTokensPerTileAndAtDv256PerWarpgroup) {
+// GQA packing puts whole tokens in a tile; where O is stored a warpgroup's 64 rows at a time from the K/V
+// ring (dv 256, and causal (192, 128) with its 128-key blocks), whole tokens in each warpgroup's rows too.
+// Every packed key plans.
+TEST(Sm90Backend, PacksWholeTokensPerTileAndPerWarpgroupWhereOIsInTheRing) {
   for (auto [d, dv] : supported_head_dims())
-    for (int ratio : {2, 8, 32, 64, 96, 128}) {
-      KernelConfig c;
-      c.backend = Backend::sm90;
-      c.head_dim = d, c.head_dim_v = dv, c.q_heads_per_kv = ratio;
-      const KernelKey key = detail::key_for_config(c, 90);
-      if (!detail::supports(key, nullptr)) continue;
-      const Plan p = detail::make_plan(key);
-      // O staged in the ring (at K's offset): each warpgroup's 64 rows stored as a box of their own.
-      const bool o_in_ring = test::smem_buffer(p, "O").offset == test::smem_buffer(p, "K").offset;
-      EXPECT_EQ(o_in_ring, dv == 256) << key.name();
-      const int whole = o_in_ring ? 64 : p.tile_m;
-      EXPECT_EQ(key.gqa_pack, whole % ratio == 0 ? ratio : 1) << key.name() << " q heads per kv " << ratio;
-    }
+    for (bool causal : {false, true})
+      for (int ratio : {2, 8, 32, 64, 96, 128}) {
+        KernelConfig c;
+        c.backend = Backend::sm90;
+        c.head_dim = d, c.head_dim_v = dv, c.q_heads_per_kv = ratio, c.causal = causal;
+        const KernelKey key = detail::key_for_config(c, 90);
+        if (!detail::supports(key, nullptr)) continue;
+        const Plan p = detail::make_plan(key);
+        // O staged in the ring (at K's offset): each warpgroup's 64 rows stored as a box of their own.
+        const bool o_in_ring = test::smem_buffer(p, "O").offset == test::smem_buffer(p, "K").offset;
+        EXPECT_EQ(o_in_ring, dv == 256 || (causal && d == 192)) << key.name();
+        const int whole = o_in_ring ? 64 : p.tile_m;
+        EXPECT_EQ(key.gqa_pack, whole % ratio == 0 ? ratio : 1) << key.name() << " q heads per kv " << ratio;
+      }
 }
 
 // Dense causal tiles go longest first across the heads of an L2 section when a head group's K/V is 1 MiB or

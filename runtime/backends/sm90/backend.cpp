@@ -43,7 +43,10 @@ RegisterSplit register_split(int consumers, int launch_registers) {
 // a block that divides the usual sequence lengths (160 left a 512-key sequence's last block a fifth full:
 // d128 32x512 ran at 430 TFLOP/s against 510 with 128, 16x1024 at 533 against 583, equal from 8k on); causal
 // tiles of 128 mask fewer keys of the diagonal blocks. d256 keeps 80 (64: as fast over the sweep, 2 %
-// slower on long non-causal rows).
+// slower on long non-causal rows; causal: +1 to +3 % up to 2k tokens, -2 to -3 % from 4k). (192, 128): 128
+// when causal, where O is then staged in the ring (two stages of 128 keys leave no room for its buffer):
+// H100, +4 to +7 % up to 8k tokens, even at 16k; 112 with O's own buffer otherwise, where 128 lost 1 to 8 %
+// from 4k (bench/results/2026-12-07-h100-sm90-fa4cute-sweep.md).
 // A paged block loads in pieces of fa4k::paged_piece_rows keys (the page, at most the largest power of two
 // dividing the width), one TMA copy a lane. Pieces of 32 or more rows fill the ring as fast as whole blocks
 // (tools/tma_page_probe.cu, from HBM: 4405 GB/s in pieces of 32, 4360 in blocks of 128), so a paged cache
@@ -52,7 +55,7 @@ RegisterSplit register_split(int consumers, int launch_registers) {
 int tile_n(int head_dim, int consumers, bool causal, bool paged) {
   const int n = head_dim <= 64    ? (causal || consumers == 3 ? 128 : 192)
                 : head_dim <= 128 ? 128
-                : head_dim <= 192 ? 112
+                : head_dim <= 192 ? (causal ? 128 : 112)
                                   : 80;
   if (!paged || n % 32 == 0) return n;
   int pow2 = 1;
@@ -61,15 +64,15 @@ int tile_n(int head_dim, int consumers, bool causal, bool paged) {
 }
 
 // How a tile's shared memory is shared out (one place, for the key's GQA packing and the Plan): the deepest
-// K/V ring that fits; O gets its own buffer unless that leaves fewer than two stages. Then (d256) each consumer
-// stages its 64 rows in a slot of the tile's last K/V block, free once that block's QKs and PVs are done, and
-// the next tile's Q loads after the last QKs as with a buffer of its own. (O staged over Q made that load wait
-// for the O store: 3-7 % of d256 rows up to 2k keys; O stored from the consumers' registers lost 4 %, Q
-// prefetched into L2 gained nothing: bench/results/2026-12-05-h100-sm90-short-rows.md.) A second Q buffer
-// where it fits beside that ring (d64 to d128 with O in its own buffer, but not d64 with fp16 softcap and its
-// 192-key blocks): the next tile's Q loads while this one's last blocks run instead of after every consumer's
-// last QK (H200: d128 32x512 +4 %, 1x16k +4 %; issuing the next tile's first QK before staging O as well
-// gained less: bench/results/2026-12-06-h200-sm90-two-q-buffers.md).
+// K/V ring that fits; O gets its own buffer unless that leaves fewer than two stages. Then (d256, causal
+// (192, 128)) each consumer stages its 64 rows in a slot of the tile's last K/V block, free once that block's
+// QKs and PVs are done, and the next tile's Q loads after the last QKs as with a buffer of its own. (O staged
+// over Q made that load wait for the O store: 3-7 % of d256 rows up to 2k keys; O stored from the consumers'
+// registers lost 4 %, Q prefetched into L2 gained nothing: bench/results/2026-12-05-h100-sm90-short-rows.md.)
+// A second Q buffer where it fits beside that ring (d64 to d128 with O in its own buffer, but not d64 with
+// fp16 softcap and its 192-key blocks): the next tile's Q loads while this one's last blocks run instead of
+// after every consumer's last QK (H200: d128 32x512 +4 %, 1x16k +4 %; issuing the next tile's first QK before
+// staging O as well gained less: bench/results/2026-12-06-h200-sm90-two-q-buffers.md).
 constexpr int kTileSlots = 2;       // the announced tiles' ring (Plan::tiles_ahead says how far ahead) ...
 constexpr int kAnnounceBytes = 64;  // ... each with its sequence and K/V blocks (the kernel's Work)
 int barrier_bytes(int stages, int q_stages) {
@@ -184,7 +187,8 @@ Plan Sm90Backend::plan(const KernelKey& key) const {  // make_plan checked the k
   // has issued this tile's loads. Drawn earlier, longest first, CTAs still busy took the next L2 section's
   // longest tiles and SMs idled at the end (H100, d256 causal 1x16k: 0.84 of cycles active, 0.92 with one
   // ahead; d256 causal rows +0.5 to +8 %). With a second Q buffer one ahead lost up to 5 % at d128 and was
-  // -3 to +1 % at d64: bench/results/2026-12-07-h100-sm90-causal-balance.md.
+  // -3 to +1 % at d64: bench/results/2026-12-07-h100-sm90-causal-balance.md. Causal (192, 128), also one
+  // ahead: two ahead was even (0.99-1.01 of it, bench/results/2026-12-07-h100-sm90-fa4cute-sweep.md).
   p.tiles_ahead = key.causal && !key.varlen && q_stages == 1 ? 1 : kTileSlots;
   if (stages < 2) throw Error(ErrorCode::internal, key.name() + ": fewer than two K/V stages fit in shared memory");
   const int o_part_bytes = kWgRows * dv * 2;
