@@ -3,7 +3,7 @@
 `ncu --section WarpStateStats --section InstructionStats -k regex:fa4_ python3 tools/ncu_prefill_call.py --d 128
 --softcap 30`. Needs PyTorch and FA4RT_LIB (or build/libfa4rt.so). `--peer fa4cute` makes the same call
 through FA4-cute's flash_attn_func instead (its PYTHONPATH: ../shared/docs/baselines.md), for the same
-profile of the peer (`-k regex:Forward`: its CuTe-DSL kernel is named after FlashAttentionForwardSm90)."""
+profile of the peer (`-k regex:Forward`: its CuTe-DSL kernel's name holds FlashAttentionForwardSm90)."""
 import argparse
 import os
 import sys
@@ -27,20 +27,13 @@ a = p.parse_args()
 dv = a.dv or a.d
 heads = a.heads or 2048 // max(a.d, dv)
 q, k, v = (torch.randn(a.batch, a.seqlen, heads, dim, device="cuda").to(torch.bfloat16) for dim in (a.d, a.d, dv))
+kw = dict(causal=a.causal, softcap=a.softcap) if a.softcap else dict(causal=a.causal)
 if a.peer == "fa4cute":
-    from flash_attn.cute import flash_attn_func
-    kw = dict(causal=a.causal)
-    if a.softcap:
-        kw["softcap"] = a.softcap
-    for _ in range(a.calls):
-        flash_attn_func(q, k, v, **kw)
+    from flash_attn.cute import flash_attn_func as call
 else:
-    out = torch.empty(a.batch, a.seqlen, heads, dv, device="cuda", dtype=torch.bfloat16)
-    attn = fa4rt.Attention()
-    kw = dict(out=out, causal=a.causal)
-    if a.softcap:
-        kw["softcap"] = a.softcap
-    for _ in range(a.calls):
-        attn.run(q, k, v, **kw)
+    call = fa4rt.Attention().run
+    kw["out"] = torch.empty(a.batch, a.seqlen, heads, dv, device="cuda", dtype=torch.bfloat16)
+for _ in range(a.calls):
+    call(q, k, v, **kw)
 torch.cuda.synchronize()
 print("ok: %d calls" % a.calls)

@@ -45,8 +45,8 @@ RegisterSplit register_split(int consumers, int launch_registers) {
 // tiles of 128 mask fewer keys of the diagonal blocks. d256 keeps 80 (64: as fast over the sweep, 2 %
 // slower on long non-causal rows; causal: +1 to +3 % up to 2k tokens, -2 to -3 % from 4k). (192, 128): 128
 // when causal, where O is then staged in the ring (two stages of 128 keys leave no room for its buffer):
-// H100, +4 to +7 % up to 8k tokens, even at 16k; 112 with O's own buffer otherwise, where 128 lost 1 to 8 %
-// from 4k (bench/results/2026-12-07-h100-sm90-fa4cute-sweep.md).
+// H100, +4 to +11 % up to 2k tokens, +0 to +5 % at 4k and 8k, even at 16k; 112 with O's own buffer
+// otherwise, where 128 lost 1 to 8 % from 4k (bench/results/2026-12-07-h100-sm90-fa4cute-sweep.md).
 // A paged block loads in pieces of fa4k::paged_piece_rows keys (the page, at most the largest power of two
 // dividing the width), one TMA copy a lane. Pieces of 32 or more rows fill the ring as fast as whole blocks
 // (tools/tma_page_probe.cu, from HBM: 4405 GB/s in pieces of 32, 4360 in blocks of 128), so a paged cache
