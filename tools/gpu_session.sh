@@ -34,6 +34,8 @@
 #                          "^(64|256) ", " yes "); default every row of the sweep
 #   GPU_SESSION_AB_ROWS    decode-ab: bench_decode.py --rows regex (default "sq1"); the table comes back as
 #                          decode_ab.md (bench/compare_decode.py over the libraries' runs)
+# FA4-cute is a peer of the Python benches (attention, decode; an A/B's first pass) where
+# tools/fa4cute_peer.sh installed it on this machine (/tmp/fa4cute, two calls before this one's stages).
 set -u
 OUT=${OUT:-./gpu-out}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 1
@@ -44,6 +46,7 @@ LOGS=$(mktemp -d "${TMPDIR:-/tmp}/gpu-session-logs.XXXXXX")
 BUDGET=${GPU_SESSION_BUDGET_S:-560}
 SESSION_START=$(date +%s)
 export PYTHONUNBUFFERED=1
+[ -d /tmp/fa4cute ] && export PYTHONPATH="$(tools/fa4cute_peer.sh path)${PYTHONPATH:+:$PYTHONPATH}"
 case $BUILD in /*) BUILD_ABS=$BUILD ;; *) BUILD_ABS=$REPO/$BUILD ;; esac
 export FA4RT_LIB=${FA4RT_LIB:-$BUILD_ABS/libfa4rt.so}
 export FA4_CACHE_DIR=${FA4_CACHE_DIR:-$BUILD_ABS/test-kernel-cache}
