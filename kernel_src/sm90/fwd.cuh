@@ -553,13 +553,13 @@ __device__ __forceinline__ void softmax_block(float (&s)[kN / 2], float (&m)[2],
       scale[r] = new_max == m[r] ? 1.f : exp2_approx(fmaf(m[r], scale_log2, -bias));  // 0 when m was -inf
       m[r] = new_max;
     }
-#pragma unroll
-    for (int c = 0; c < kChains; ++c) chain[c] = 0.f;
+    // Each chain starts at its first value, not at 0 (0 + x is an add ptxas must keep: x could be -0; an
+    // exponential never is, so the sums are the same bits).
 #pragma unroll
     for (int i = 0; i < kN / 4; ++i) {
       float& x = s[4 * (i / 2) + 2 * r + i % 2];
       x = exp2_approx(fmaf(x, scale_log2, -bias));
-      chain[i % kChains] += x;
+      chain[i % kChains] = i < kChains ? x : chain[i % kChains] + x;
     }
     l[r] = fmaf(l[r], scale[r], (chain[0] + chain[1]) + (chain[2] + chain[3]));
   }
