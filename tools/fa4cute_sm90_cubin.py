@@ -6,7 +6,8 @@ hand or by the same counting). Development only: FA4-cute is never a dependency 
 It needs a Python 3.12 environment holding FA4-cute's wheels (tools/fa4cute_peer.sh fetch puts them in .whl;
 ../shared/docs/baselines.md lists them) and cuda-python, typing_extensions, protobuf and numpy from PyPI:
 
-    python3.12 -m venv /tmp/cute && /tmp/cute/bin/pip install --no-deps .whl/p2/*.whl <the joined libs wheel>
+    cat .whl/p1/libs.part1 .whl/p2/libs.part2 > /tmp/nvidia_cutlass_dsl_libs_cu13-4.8.1-cp312-cp312-manylinux_2_28_x86_64.whl
+    python3.12 -m venv /tmp/cute && /tmp/cute/bin/pip install --no-deps .whl/p2/*.whl /tmp/nvidia_cutlass_dsl_libs_cu13-*.whl
     /tmp/cute/bin/pip install cuda-python typing_extensions protobuf numpy
     /tmp/cute/bin/python tools/fa4cute_sm90_cubin.py --d 64 --out /tmp/fa4-d64    # writes the .cubin and .ptx
 

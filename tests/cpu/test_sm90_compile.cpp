@@ -177,8 +177,8 @@ TEST_P(Sm90Plan, Invariants) {
   if (o_in_ring) EXPECT_EQ(q_stages, 1) << "O in the ring: no room for a second Q buffer";
   if (q_stages == 1 && !o_in_ring)
     EXPECT_GT(p.smem_bytes + q.stride, kSmemLimit) << "a second Q buffer fits beside " << p.kv_stages << " K/V stages";
-  for (const BarrierSpec& bar : p.barriers)
-    if (bar.name == "QFull" || bar.name == "QEmpty") EXPECT_EQ(bar.instances, q_stages) << bar.name;
+  EXPECT_EQ(test::barrier(p, "QFull").instances, q_stages);
+  EXPECT_EQ(test::barrier(p, "QEmpty").instances, q_stages);
   // Tiles are drawn the tile ring's depth ahead (a second Q buffer loads the next tile's Q early), dense
   // causal ones with one Q buffer only one, so that no CTA holds the next L2 section's longest tile while it
   // is still busy.
