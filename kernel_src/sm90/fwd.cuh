@@ -450,26 +450,36 @@ __device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem&
 }
 
 // ---- Consumers ---------------------------------------------------------------------------------------
-// S (64 x kN) = Q rows [64 wg, 64 wg + 64) times K^T, both K-major, kD / 16 steps. Each operand's
-// descriptor is built once and a k-step adds its offset (desc_advance): a mask and shifts per descriptor
-// otherwise.
-__device__ __forceinline__ void issue_qk(float (&s)[kN / 2], const char* q_tile, const char* k_tile, int wg) {
-  constexpr OperandStep qa = kmajor_step(kSwizzle, kM, 0), kb = kmajor_step(kSwizzle, kN, 0);
-  const u64 q = make_wgmma_desc(opaque(smem_u32(q_tile) + wg * kWgRows * kSpan), qa.lbo, qa.sbo, kSwizzle);
-  const u64 k = make_wgmma_desc(opaque(smem_u32(k_tile)), kb.lbo, kb.sbo, kSwizzle);
+// The wgmmas' shared-memory operands: a descriptor per operand tile (Q's rows of this consumer, a K slot, a
+// V slot), built before the consumer's turn so that none of its arithmetic sits between the turn barrier
+// and the first wgmma; a k-step adds its offset (desc_advance).
+__device__ __forceinline__ u64 q_operand(const char* q_tile, int wg) {
+  constexpr OperandStep qa = kmajor_step(kSwizzle, kM, 0);
+  return make_wgmma_desc(smem_u32(q_tile) + wg * kWgRows * kSpan, qa.lbo, qa.sbo, kSwizzle);
+}
+__device__ __forceinline__ u64 k_operand(const char* k_tile) {
+  constexpr OperandStep kb = kmajor_step(kSwizzle, kN, 0);
+  return make_wgmma_desc(smem_u32(k_tile), kb.lbo, kb.sbo, kSwizzle);
+}
+// V MN-major (dv contiguous), its slot laid out in pieces of v_piece keys (kN unless paged: fa4k::load_kv_block,
+// one copy a piece): LBO and SBO are every k-step's.
+__device__ __forceinline__ u64 v_operand(const char* v_tile, int v_piece) {
+  const OperandStep vb = pieced_mnmajor_step(kSwizzle, kN, kDv, v_piece, 0);
+  return make_wgmma_desc(smem_u32(v_tile), vb.lbo, vb.sbo, kSwizzle);
+}
+
+// S (64 x kN) = Q rows [64 wg, 64 wg + 64) times K^T, both K-major, kD / 16 steps.
+__device__ __forceinline__ void issue_qk(float (&s)[kN / 2], u64 q, u64 k) {
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk)
     QkMma::ss(s, desc_advance(q, kmajor_step(kSwizzle, kM, kk * 16).start),
               desc_advance(k, kmajor_step(kSwizzle, kN, kk * 16).start), kk > 0 ? 1u : 0u);
 }
 
-// O (64 x kDv) (+)= P V: P from registers (the S fragment of 16 keys per step), V MN-major (dv contiguous),
-// its slot laid out in pieces of v_piece keys (kN unless paged: fa4k::load_kv_block, one copy a piece).
+// O (64 x kDv) (+)= P V: P from registers (the S fragment of 16 keys per step).
 static_assert(kTmaVColBoxes == kDv / kBoxCols, "V loads whole rows a copy (the Plan's col_boxes)");
-__device__ __forceinline__ void issue_pv(float (&o)[kDv / 2], const u32 (&p)[kN / 16][4], const char* v_tile,
-                                         bool accumulate, int v_piece) {
-  const OperandStep vb = pieced_mnmajor_step(kSwizzle, kN, kDv, v_piece, 0);  // LBO and SBO: every k-step's
-  const u64 v = make_wgmma_desc(opaque(smem_u32(v_tile)), vb.lbo, vb.sbo, kSwizzle);
+__device__ __forceinline__ void issue_pv(float (&o)[kDv / 2], const u32 (&p)[kN / 16][4], u64 v, bool accumulate,
+                                         int v_piece) {
 #pragma unroll
   for (int kk = 0; kk < kN / 16; ++kk)
     PvMma::rs(o, p[kk], desc_advance(v, pieced_mnmajor_step(kSwizzle, kN, kDv, v_piece, kk * 16).start),
@@ -645,56 +655,64 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
 #pragma unroll
     for (int i = 0; i < kDv / 2; ++i) o[i] = 0.f;
     wait<false>(&b.q_full[q.index], q.phase);
-    const char* q_tile = sm.q(q.index);
 
-    // Block 0's S alone (outside the turns: the other consumer has nothing to overlap), then trip j runs S_j's
-    // softmax and, in the consumer's turn, issues S_(j+1) = Q K_(j+1)^T (but on the last trip) and
-    // O += P_j V_j, so that S_(j+1)'s softmax runs while that PV does. One copy of the softmax and of the PV
-    // (the unrolled steps are most of the kernel's compile time: a third less than with block 0 and the last
-    // PV peeled). Where a wgmma is conditional, the wait that retires it is not: ptxas serializes every wgmma
-    // of the kernel when some path reads a result past a wait it may have skipped.
+    // Trip t issues, in the consumer's turn, S_t = Q K_t^T and O += P_(t-1) V_(t-1) (trip 0 only S_0, outside
+    // the turns: the other consumer has nothing to overlap), then runs S_t's softmax while that PV does, and
+    // packs P_t once the PV has read P_(t-1); the last PV follows the loop. The softmax and P's packing end the
+    // trip, so that the loop's back edge keeps ptxas from sinking them past the next turn barrier, where they
+    // would delay the first wgmma. One copy of the softmax (its unrolled steps are most of the kernel's compile
+    // time). Every wgmma is retired in the trip that issued it: ptxas serializes every wgmma of the kernel when
+    // some path reads a result past a wait it may have skipped (with the last PV inside the loop, it did).
     const int n = w.blocks.n_blocks;
     Ring v_pos = ring;  // the V that P multiplies
-    wait<false>(&b.k_full[ring.index], ring.phase);
-    fence_registers(s);
-    wgmma_fence();
-    issue_qk(s, q_tile, sm.k(ring.index), wg);
-    wgmma_commit();
-    wgmma_wait<0>();
-    for (int j = 0; j < n; ++j) {
+    // Q's descriptor is the tile's; each use takes an opaque copy, so that its k-step offsets are added where
+    // they are used, not hoisted out of the loop as a register each.
+    const u64 q_desc = q_operand(sm.q(q.index), wg);
+    for (int t = 0; t < n; ++t) {
+      const bool pv = t > 0;
+      // The turn's descriptors, built before it (opaque: ptxas would otherwise build them after the barrier).
+      const u64 qd = opaque(q_desc), kd = opaque(k_operand(sm.k(ring.index)));
+      const u64 vd = opaque(v_operand(sm.v(v_pos.index), v_piece));
+      // Waits first: wgmmas issued in straight-line code after one fence stay asynchronous (ptxas serializes
+      // them when a spin loop sits between fence and issue).
+      wait<false>(&b.k_full[ring.index], ring.phase);
+      if (pv) wait<false>(&b.v_full[v_pos.index], v_pos.phase);
+      if (t == 1) clean_v_tail(sm.v(v_pos.index), w, wg, v_piece);
+      if (pv) take_turn(wg);
       fence_registers(s);
-      if (!kOInRing || j < n - 1) release(&b.k_empty[ring.index]);  // (O in the ring: the last K's, the storer)
-      if (j == n - 1) release(&b.q_empty[q.index]);                   // every QK of this consumer has read Q
-      if (kOInRing && wg == 1 && j == n - 1) release(&b.o_slot_k);   // consumer 0 may stage O over that K
-      softmax_block(s, m, l, scale, j < w.blocks.n_masked || j >= low_masked_from, (w.blocks.n_first - j) * kN, w,
+      fence_operands(o, p);
+      issue_qk(s, qd, kd);
+      wgmma_commit();
+      if (pv) {
+        issue_pv(o, p, vd, t > 1, v_piece);
+        wgmma_commit();
+        pass_turn(wg);
+        wgmma_wait<1>();  // S_t is complete; PV_(t-1) may still run
+      } else {
+        wgmma_wait<0>();  // S_0
+      }
+      fence_registers(s);
+      if (!kOInRing || t < n - 1) release(&b.k_empty[ring.index]);  // (O in the ring: the last K's, the storer)
+      if (t == n - 1) release(&b.q_empty[q.index]);                   // every QK of this consumer has read Q
+      if (kOInRing && wg == 1 && t == n - 1) release(&b.o_slot_k);   // consumer 0 may stage O over that K
+      softmax_block(s, m, l, scale, t < w.blocks.n_masked || t >= low_masked_from, (w.blocks.n_first - t) * kN, w,
                     w.first_row + row0, a);
-      if (j > 0) {
-        wgmma_wait<0>();  // PV_(j-1)
+      if (pv) {
+        wgmma_wait<0>();  // PV_(t-1)
         fence_registers(o);
         release(&b.v_empty[v_pos.index]);
         rescale_o(o, scale);
       }
-      pack_p(s, p);
+      pack_p(s, p);  // (not before the wait: the running PV reads P_(t-1) from these registers)
       v_pos = ring;
       ring.advance();
-      const bool next = j + 1 < n;
-      // Waits first: wgmmas issued in straight-line code after one fence stay asynchronous (ptxas serializes
-      // them when a spin loop sits between fence and issue).
-      if (next) wait<false>(&b.k_full[ring.index], ring.phase);
-      wait<false>(&b.v_full[v_pos.index], v_pos.phase);
-      if (j == 0) clean_v_tail(sm.v(v_pos.index), w, wg, v_piece);
-      if (next) take_turn(wg);  // (the last PV, as the first QK, outside the turns)
-      fence_registers(s);
-      fence_operands(o, p);
-      if (next) {
-        issue_qk(s, q_tile, sm.k(ring.index), wg);
-        wgmma_commit();
-      }
-      issue_pv(o, p, sm.v(v_pos.index), j > 0, v_piece);
-      wgmma_commit();
-      if (next) pass_turn(wg);
-      wgmma_wait<1>();  // S_(j+1) is complete; PV_j may still run (on the last trip, the only group)
     }
+    // The last PV (outside the turns).
+    wait<false>(&b.v_full[v_pos.index], v_pos.phase);
+    if (n == 1) clean_v_tail(sm.v(v_pos.index), w, wg, v_piece);
+    fence_operands(o, p);
+    issue_pv(o, p, opaque(v_operand(sm.v(v_pos.index), v_piece)), n > 1, v_piece);
+    wgmma_commit();
     wgmma_wait<0>();  // the last PV
     fence_registers(o);
     if constexpr (!kOInRing) release(&b.v_empty[v_pos.index]);

@@ -71,6 +71,16 @@ std::vector<Case> tile_cases() {
   c.causal = true, c.batch = 1, c.heads_q = 16, c.heads_kv = 4;
   c.shapes = {{4096, 8192}};
   cases.push_back(c);
+  // Every SM busy with several tiles of long rows, non-causal: the steady state under load, where a register
+  // operand rewritten while its wgmma is still in flight shows (a P packed before its PV had completed passed
+  // every case above; the benchmark's rows of this size came out wrong).
+  for (int d : {64, 128}) {
+    Case full;
+    full.name = "loaded_bf16_d" + std::to_string(d) + "_full";
+    full.d = full.dv = d, full.batch = 2, full.heads_q = full.heads_kv = 16;
+    full.shapes = {{2048, 2048}};
+    cases.push_back(full);
+  }
   return cases;
 }
 
