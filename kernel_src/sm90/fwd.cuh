@@ -668,6 +668,11 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     // Q's descriptor is the tile's; each use takes an opaque copy, so that its k-step offsets are added where
     // they are used, not hoisted out of the loop as a register each.
     const u64 q_desc = q_operand(sm.q(q.index), wg);
+    // Block i's V is in its slot (v_pos), and block 0's rows past a ragged or paged sequence are zeroed.
+    auto v_ready = [&](int i) {
+      wait<false>(&b.v_full[v_pos.index], v_pos.phase);
+      if (i == 0) clean_v_tail(sm.v(v_pos.index), w, wg, v_piece);
+    };
     for (int t = 0; t < n; ++t) {
       const bool pv = t > 0;
       // The turn's descriptors, built before it (opaque: ptxas would otherwise build them after the barrier).
@@ -676,8 +681,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
       // Waits first: wgmmas issued in straight-line code after one fence stay asynchronous (ptxas serializes
       // them when a spin loop sits between fence and issue).
       wait<false>(&b.k_full[ring.index], ring.phase);
-      if (pv) wait<false>(&b.v_full[v_pos.index], v_pos.phase);
-      if (t == 1) clean_v_tail(sm.v(v_pos.index), w, wg, v_piece);
+      if (pv) v_ready(t - 1);
       if (pv) take_turn(wg);
       fence_registers(s);
       fence_operands(o, p);
@@ -708,8 +712,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
       ring.advance();
     }
     // The last PV (outside the turns).
-    wait<false>(&b.v_full[v_pos.index], v_pos.phase);
-    if (n == 1) clean_v_tail(sm.v(v_pos.index), w, wg, v_piece);
+    v_ready(n - 1);
     fence_operands(o, p);
     issue_pv(o, p, opaque(v_operand(sm.v(v_pos.index), v_piece)), n > 1, v_piece);
     wgmma_commit();
