@@ -29,46 +29,34 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sass_report  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-INSTR = re.compile(r"^\s*/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)\s*(.*?)\s*;")
 REG = re.compile(r"(?<![A-Z_])R(\d+)(?![0-9])")
 NO_DEST = ("ST", "STS", "STG", "STL", "RED", "BAR", "SYNCS", "BRA", "WARPSYNC", "WARPGROUP", "NOP", "EXIT", "RET",
            "CALL", "MEMBAR", "FENCE", "CCTL", "UTMALDG", "UTMASTG", "UTMACCTL", "UTMACMDFLUSH", "UBLKCP", "BSSY",
            "BSYNC", "YIELD", "NANOSLEEP", "ELECT", "ENDCOLLECTIVE", "DEPBAR", "ERRBAR", "BPT")
 
 
-def parse(sass):
-    """[(offset, opcode, operands)] in layout order."""
-    out = []
-    for line in sass.split("\n"):
-        m = INSTR.match(line)
-        if m:
-            out.append((int(m.group(1), 16), m.group(2), m.group(3)))
-    return out
-
-
 def regs(text):
     return [int(r) for r in REG.findall(text)]
 
 
-def dest_and_sources(opcode, operands):
+def dest_and_sources(ins):
     """Registers the instruction writes and reads (first operand as destination, widened by .64/.128/.WIDE)."""
-    ops = [o.strip() for o in operands.split(",")] if operands else []
-    base = opcode.split(".")[0]
-    if not ops or base in NO_DEST:
-        return set(), set(regs(operands))
-    first = 1 if base == "SHFL" else 0  # SHFL's first operand is its predicate
+    ops = [o.strip() for o in ins.args.split(",")] if ins.args else []
+    if not ops or ins.base in NO_DEST:
+        return set(), set(regs(ins.args))
+    first = 1 if ins.base == "SHFL" else 0  # SHFL's first operand is its predicate
     m = re.fullmatch(r"R(\d+)", ops[first].split(".")[0]) if len(ops) > first else None
     if not m:
-        return set(), set(regs(operands))
-    width = 4 if ".128" in opcode else 2 if (".64" in opcode or ".WIDE" in opcode or base == "CS2R") else 1
+        return set(), set(regs(ins.args))
+    width = 4 if ".128" in ins.op else 2 if (".64" in ins.op or ".WIDE" in ins.op or ins.base == "CS2R") else 1
     d = int(m.group(1))
     return set(range(d, d + width)), set(regs(",".join(ops[:first] + ops[first + 1:])))
 
 
-def hgmma_registers(opcode, operands):
+def hgmma_registers(ins):
     """(accumulators, A fragment) of an HGMMA: m64nNk16 with fp32 accumulators holds N / 2 registers."""
-    n = int(re.search(r"\.64x(\d+)x", opcode).group(1))
-    ops = [o.strip() for o in operands.split(",")]
+    n = int(re.search(r"\.64x(\d+)x", ins.op).group(1))
+    ops = [o.strip() for o in ins.args.split(",")]
     acc0 = int(re.fullmatch(r"R(\d+)", ops[0]).group(1))
     a = re.fullmatch(r"R(\d+)", ops[1])
     return set(range(acc0, acc0 + n // 2)), set(range(int(a.group(1)), int(a.group(1)) + 4)) if a else set()
@@ -87,58 +75,51 @@ class Walk:
             a |= g_a
         return acc, a
 
-    def step(self, offset, opcode, operands):
-        base = opcode.split(".")[0]
-        if base == "HGMMA":
-            acc, a = hgmma_registers(opcode, operands)
+    def step(self, ins):
+        if ins.base == "HGMMA":
+            acc, a = hgmma_registers(ins)
             self.open[0] |= acc
             self.open[1] |= a
-            if "gsb0" in operands:
+            if "gsb0" in ins.args:
                 self.pending.insert(0, tuple(self.open))
                 self.open = [set(), set()]
             return
-        if opcode.startswith("WARPGROUP.DEPBAR"):
-            self.pending = self.pending[:int(operands.split(",")[-1].strip(), 0)]
+        if ins.op.startswith("WARPGROUP.DEPBAR"):
+            self.pending = self.pending[:int(ins.args.split(",")[-1].strip(), 0)]
             return
-        dest, src = dest_and_sources(opcode, operands)
+        dest, src = dest_and_sources(ins)
         acc, a = self.inflight()
         bad = (dest & (acc | a)) | (src & acc)
         if bad:
-            self.hazards.append("%04x %s %s: R%s of an in-flight wgmma" % (offset, opcode, operands,
+            self.hazards.append("%04x %s %s: R%s of an in-flight wgmma" % (ins.addr, ins.op, ins.args,
                                                                              ",R".join(map(str, sorted(bad)))))
 
 
-def consumer_loop(instrs, sass):
-    """(first, last) indices of the smallest loop around the turn barrier, or None."""
-    labels, k = {}, 0  # label -> index of the instruction it precedes
-    for ln in sass.split("\n"):
-        if INSTR.match(ln):
-            k += 1
-        elif re.match(r"\.L_x_\d+:", ln):
-            labels[ln.strip().rstrip(":")] = k
-    bar = next((i for i, (_, op, ops) in enumerate(instrs) if op.startswith("BAR.SYNC") and re.match(r"R\d+", ops)), None)
-    if bar is None:
+def turn_loop(fn):
+    """The in-line instructions (first, last) of the smallest loop around the turn barrier, or None."""
+    blocks = sass_report.build_cfg(fn)
+    turn = next((b.index for b in blocks for ins in b.instrs
+                 if ins.op.startswith("BAR.SYNC") and re.match(r"R\d+", ins.args)), None)
+    loop = next((l for l in sass_report.find_loops(blocks) if turn in l.body), None) if turn is not None else None
+    if loop is None:
         return None
-    best = None
-    for i, (_, op, ops) in enumerate(instrs):
-        m = re.search(r"`\((\.L_x_\d+)\)", ops) if op.startswith("BRA") else None
-        if m and m.group(1) in labels and labels[m.group(1)] <= bar <= i:
-            span = (labels[m.group(1)], i)
-            if best is None or span[1] - span[0] < best[1] - best[0]:
-                best = span
-    return best
+    hot = [ins for b in loop.hot(blocks) for ins in b.instrs]
+    return fn.instrs.index(hot[0]), fn.instrs.index(hot[-1])
 
 
 def check(sass):
-    instrs = parse(sass)
-    walk = Walk()
-    loop = consumer_loop(instrs, sass)
-    order = list(range(len(instrs)))
-    if loop:  # the loop twice: what its back edge leaves in flight meets the next trip
-        order = list(range(loop[1] + 1)) + list(range(loop[0], len(instrs)))
-    for i in order:
-        walk.step(*instrs[i])
-    return sorted(set(walk.hazards)), loop is not None
+    """The hazards of every function in the SASS text, and whether a turn loop was found."""
+    hazards, found_loop = [], False
+    for fn in sass_report.parse_sass(sass):
+        walk, order = Walk(), list(range(len(fn.instrs)))
+        loop = turn_loop(fn)
+        if loop:  # the loop twice: what its back edge leaves in flight meets the next trip
+            order = list(range(loop[1] + 1)) + list(range(loop[0], len(fn.instrs)))
+            found_loop = True
+        for i in order:
+            walk.step(fn.instrs[i])
+        hazards += walk.hazards
+    return sorted(set(hazards)), found_loop
 
 
 def main():
@@ -161,8 +142,7 @@ def main():
                            check=True, capture_output=True)
             targets += [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".cubin")]
         for cubin in targets:
-            sass = subprocess.run([nvdisasm, "-c", cubin], check=True, capture_output=True, text=True).stdout
-            hazards, has_loop = check(sass)
+            hazards, has_loop = check(sass_report.disassemble(nvdisasm, cubin))
             print("%s: %d hazard(s)%s" % (os.path.basename(cubin), len(hazards), "" if has_loop else " (no turn loop found)"))
             for h in hazards:
                 print("  " + h)

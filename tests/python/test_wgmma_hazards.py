@@ -15,8 +15,8 @@ import wgmma_hazards  # noqa: E402
 
 
 def sass(lines, loop=False):
-    """nvdisasm-like text; with loop, the body is a loop around a turn barrier."""
-    out, addr = [], 0
+    """nvdisasm-like text of one function; with loop, the body is a loop around a turn barrier."""
+    out, addr = ['\t.section\t.text.kernel,"ax",@progbits'], 0
     if loop:
         out.append(".L_x_1:")
         lines = ["BAR.SYNC.DEFER_BLOCKING R6, 0x100"] + lines + ["@!P0 BRA `(.L_x_1)"]
