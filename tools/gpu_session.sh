@@ -5,11 +5,14 @@
 #
 #   tools/gpu_session.sh [STAGE...]      stages (run in this order): info tests selftest oracle serving probe
 #                                        variants overhead decode decode-peers decode-ab attention-ab attention
-#                                        compile (probe, variants, decode-ab and attention-ab, not in all: the paged-load probe,
+#                                        compile profile (probe, variants, decode-ab, attention-ab and profile, not in all: the paged-load probe,
 #                                        build-probe/tma_page_probe built with nvcc beside the build, see
 #                                        tools/tma_page_probe.cu; the variants bench on the automatic and the
 #                                        portable backend and the ragged/paged bench at seeds 1 and 2; the
-#                                        decode and the quick prefill A/B of several libraries below); groups: all (default),
+#                                        decode and the quick prefill A/B of several libraries below; Nsight Compute's
+#                                        stall samples of one prefill call (FA4-cute's too where installed) and
+#                                        the kernel durations of a few small decode calls, into logs.tar.gz's
+#                                        profile/); groups: all (default),
 #                                        bench = overhead decode decode-peers attention compile
 # Environment:
 #   OUT                    where results go (default ./gpu-out); at most 8 files come back from there:
@@ -34,6 +37,8 @@
 #                          "^(64|256) ", " yes "); default every row of the sweep
 #   GPU_SESSION_AB_ROWS    decode-ab: bench_decode.py --rows regex (default "sq1"); the table comes back as
 #                          decode_ab.md (bench/compare_decode.py over the libraries' runs)
+#   GPU_SESSION_PROFILE   profile: the prefill call's options (ncu_prefill_call.py; default "--d 128", 1 x 16k
+#                          tokens); its lineinfo cubin comes from `fa4rt dump` with the same --d/--dv/--causal
 # FA4-cute is a peer of the Python benches (attention, decode; an A/B's first pass) where
 # tools/fa4cute_peer.sh installed it on this machine (/tmp/fa4cute, two calls before this one's stages).
 set -u
@@ -63,7 +68,7 @@ for arg in "$@"; do
   case "$arg" in
     all) selected="$selected $ALL_STAGES" ;;
     bench) selected="$selected overhead decode decode-peers attention compile" ;;
-    info|tests|selftest|oracle|serving|overhead|decode|decode-peers|decode-ab|attention-ab|attention|compile|probe|variants) selected="$selected $arg" ;;
+    info|tests|selftest|oracle|serving|overhead|decode|decode-peers|decode-ab|attention-ab|attention|compile|probe|variants|profile) selected="$selected $arg" ;;
     -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "unknown stage '$arg' (stages: $ALL_STAGES; groups: all, bench)"; exit 2 ;;
   esac
@@ -245,6 +250,46 @@ fi
 if wanted compile; then
   # NVRTC only: bf16 configurations, stopped after a 60 s budget (the full list runs fine on a CPU box).
   run_stage compile 90 8 "^RESULT" "$BUILD/bench_compile" --filter /bf16/ --budget-s 60 --json "$OUT/bench_compile.json"
+fi
+
+# shellcheck disable=SC2317  # run through bash -c
+stage_profile() {
+  local dir=$LOGS/profile args dump=() a
+  read -r -a args <<<"${GPU_SESSION_PROFILE:---d 128}"
+  if ! command -v ncu >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "SKIPPED: profile needs ncu and a GPU"
+    return 77
+  fi
+  mkdir -p "$dir" || return 1
+  # fa4rt dump takes the head dims and --causal of the call's options (the rest are shapes).
+  for ((a = 0; a < ${#args[@]}; ++a)); do
+    case ${args[a]} in
+      --d|--dv) dump+=("${args[a]}" "${args[a + 1]}") ;;
+      --causal) dump+=(--causal) ;;
+    esac
+  done
+  tools/ncu_stalls.sh "$dir/fa4rt" "${args[@]}" || return 1
+  "$BUILD/fa4rt" dump --out "$dir/dump" --arch 90 --backend sm90 --lineinfo "${dump[@]}" >/dev/null || return 1
+  python3 tools/stall_report.py "$dir/fa4rt.sass.csv" "$dir"/dump/*.cubin >"$dir/fa4rt.stalls.txt" || return 1
+  head -n 30 "$dir/fa4rt.stalls.txt"
+  if [ -d /tmp/fa4cute ]; then
+    NCU_KERNEL=flash_fwd tools/ncu_stalls.sh "$dir/fa4cute" "${args[@]}" --peer fa4cute || return 1
+  fi
+  # Small decode calls are latency-bound: each kernel's duration (decode, combine; cuDNN's beside them).
+  local shape
+  for shape in "1 1024 8 1" "1 4096 8 1" "8 1024 8 1" "1 1024 32 8" "64 4096 8 1"; do
+    read -r -a shape <<<"$shape"
+    echo "== batch ${shape[0]} kv ${shape[1]} heads ${shape[2]}/${shape[3]}"
+    FA4_SELF_CHECK=0 ncu --metrics gpu__time_duration.sum,launch__grid_size --csv python3 tools/ncu_decode_call.py \
+      --batch "${shape[0]}" --kv "${shape[1]}" --hq "${shape[2]}" --hkv "${shape[3]}" 2>&1 | grep '^"' | cut -c1-300
+  done >"$dir/decode_kernels.csv"
+  rm -f "$dir"/*.ncu-rep
+}
+export -f stage_profile
+export LOGS
+
+if wanted profile; then
+  run_stage profile 300 30 "^samples|SKIPPED" bash -c stage_profile
 fi
 
 total=$(($(date +%s) - SESSION_START))

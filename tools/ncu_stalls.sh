@@ -5,6 +5,7 @@
 # SASS of `fa4rt dump --lineinfo` (same NVRTC, same code) to sum the samples per source line and role.
 #   tools/ncu_stalls.sh PREFIX [ncu_prefill_call.py options, e.g. --d 256 --causal]
 #   tools/ncu_stalls.sh PREFIX --decode [ncu_decode_call.py options, e.g. --batch 256 --kv 4096 --hq 8 --hkv 1]
+# NCU_KERNEL: another kernel name regex (a peer's, e.g. flash_fwd for FA4-cute's with --peer fa4cute).
 set -eu
 prefix=$1
 shift
@@ -15,7 +16,7 @@ if [ "${1:-}" = --decode ]; then
   shift
 fi
 FA4_SELF_CHECK=0 ncu --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
-  --section SourceCounters -k regex:$kernel -c 1 --launch-skip 1 -f -o "$prefix" \
+  --section SourceCounters -k "regex:${NCU_KERNEL:-$kernel}" -c 1 --launch-skip 1 -f -o "$prefix" \
   python3 "$here/$call" "$@"
 ncu --import "$prefix.ncu-rep" --page details --csv > "$prefix.details.csv"
 ncu --import "$prefix.ncu-rep" --page source --print-source sass --csv > "$prefix.sass.csv"
