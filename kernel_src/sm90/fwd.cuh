@@ -600,15 +600,22 @@ __device__ __forceinline__ void pass_turn(int wg) {
   named_barrier_arrive(kTurnBarrier + (wg + 1 == kConsumers ? 0 : wg + 1), 2 * 128);
 }
 
+// P's A fragments tied to this point, as fence_registers ties accumulators: after a wgmma_wait, no write to
+// them (P's next packing) moves above the wait that retired the wgmma reading them (the PTX ISA forbids
+// changing a wgmma's register operands before then, and the wait's memory clobber does not order registers).
+__device__ __forceinline__ void fence_fragments(u32 (&p)[kN / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kN / 16; ++kk)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(p[kk][i])::"memory");
+}
+
 // wgmma.fence orders earlier register writes before the wgmmas that read them, but only for writes the
 // compiler has already placed: tying the registers here keeps it from moving O's rescale or P's packing
 // past the fence into the issue window.
 __device__ __forceinline__ void fence_operands(float (&o)[kDv / 2], u32 (&p)[kN / 16][4]) {
   fence_registers(o);
-#pragma unroll
-  for (int kk = 0; kk < kN / 16; ++kk)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(p[kk][i])::"memory");
+  fence_fragments(p);
   wgmma_fence();
 }
 
@@ -663,7 +670,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
     // would delay the first wgmma. One copy of the softmax (its unrolled steps are most of the kernel's compile
     // time). Every wgmma is retired in the trip that issued it: ptxas serializes every wgmma of the kernel when
     // some path reads a result past a wait it may have skipped (with the last PV inside the loop, it did).
-    const int n = w.blocks.n_blocks;
+    const int n = w.blocks.n_blocks;  // >= 1: a tile whose rows see no key visits one block, fully masked
     Ring v_pos = ring;  // the V that P multiplies
     // Q's descriptor is the tile's; each use takes an opaque copy, so that its k-step offsets are added where
     // they are used, not hoisted out of the loop as a register each.
@@ -704,6 +711,7 @@ __device__ __forceinline__ void consumer(const fa4k::AttentionArgs& a, const Sme
       if (pv) {
         wgmma_wait<0>();  // PV_(t-1)
         fence_registers(o);
+        fence_fragments(p);  // P_t's packing below overwrites the fragments PV_(t-1) read
         release(&b.v_empty[v_pos.index]);
         rescale_o(o, scale);
       }
