@@ -419,7 +419,7 @@ __device__ __forceinline__ void storer(const fa4k::AttentionArgs& a, const Smem&
     if (kOInRing && threadIdx.x % 32 == 0) mbarrier_arrive(&b.o_empty);  // the consumers may arrive for the next tile
     const int first = w.first_row < 0 ? -w.first_row : 0;           // the tile's rows inside its
     const int end = min(kM, w.seq.seqlen_q * kPack - w.first_row);  // sequence: [first, end)
-    const bool copy = first > 0 || (kVarlen && a.cu_seqlens_q && end < kM);
+    const bool copy = (kRowsFromBottom && first > 0) || (kVarlen && a.cu_seqlens_q && end < kM);  // (else none)
     if (copy) {
       for (int c = 0; c < kM / kORows; ++c)
         fa4k::store_tile_rows<kORows, kDv, kPack, kSwizzle>(part(c), max(first - c * kORows, 0), min(end - c * kORows, kORows),
