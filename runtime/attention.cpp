@@ -83,16 +83,16 @@ struct ContextState {
   std::string pci_bus_id;  // where a self-check child finds the device
   std::string identity;    // device UUID and driver version: what a self-check verdict is valid for
   // The device scratch of Plans that ask for one (scratch_bytes_per_cta): the sm100 emulation's TMEM
-  // backing store, the sm90 causal and ragged scheduler's tile counters. One per stream: launches that may run
-  // concurrently must not share it, launches on one stream are ordered, and every kernel leaves the state it
-  // keeps there (emulator headers, counters) zero at exit. A buffer that grows is retired, not freed: a CUDA
-  // graph captured earlier may still point at it.
+  // backing store, the sm90 causal and ragged scheduler's tile counters. One per stream (per thread for
+  // CU_STREAM_PER_THREAD: scratch_owner): launches that may run concurrently must not share it, launches on
+  // one stream are ordered, and every kernel leaves the state it keeps there (emulator headers, counters)
+  // zero at exit. A buffer that grows is retired, not freed: a CUDA graph captured earlier may still point at it.
   struct Scratch {
     CUdeviceptr ptr = 0;
     size_t bytes = 0;
   };
   std::mutex scratch_mutex;
-  std::unordered_map<CUstream, Scratch> scratch;
+  std::unordered_map<ScratchOwner, Scratch, ScratchOwnerHash> scratch;
   std::vector<CUdeviceptr> retired;
 };
 
@@ -346,7 +346,7 @@ struct Attention::Impl {
   // allocates.
   const ContextState::Scratch& scratch_for(ContextState& ctx, size_t bytes, CUstream stream) {
     std::lock_guard guard(ctx.scratch_mutex);
-    ContextState::Scratch& s = ctx.scratch[stream];
+    ContextState::Scratch& s = ctx.scratch[scratch_owner(stream)];
     if (s.bytes >= bytes) return s;
     if (capturing(stream))
       throw Error(ErrorCode::graph_capture, "the stream's kernel scratch (sm90 causal and ragged tile counters, sm100 emulation TMEM) must grow to " + std::to_string(bytes) +

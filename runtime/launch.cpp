@@ -234,10 +234,14 @@ void check_index_range(const Plan& plan, const Problem& problem) {
                                 (portable ? "token + seqlen_k - seqlen_q" : "token + seqlen_k") +
                                 " reaches that for the last padded row), got " + std::to_string(p.seqlen_k));
   }
+  // A CTA's next tile index (its tile plus the grid) stays in an int too: a persistent grid has at most as
+  // many CTAs as SMs (below 2^16), another one CTA a tile.
   const long long tiles = tiles_per_head(plan, problem, m_blocks) * (p.heads_q / pack) * p.batch;
-  if (tiles > kIntMax)
+  const long long grid = plan.persistent ? 1 << 16 : tiles;
+  if (tiles > kIntMax - grid)
     too_large("batch * heads_q * ceil(seqlen_q / " + std::to_string(rows_per_cta) + ")",
-              "must be below 2^31 work tiles, got " + std::to_string(tiles));
+              std::string("must be below ") + (plan.persistent ? "2^31 - 2^16" : "2^30") +
+                  " work tiles (a tile index plus the grid stays below 2^31), got " + std::to_string(tiles));
 }
 
 void fill_schedule(const Plan& plan, const Problem& problem, fa4k::AttentionArgs& args) {
@@ -272,6 +276,10 @@ LaunchShape launch_shape(const Plan& plan, const fa4k::AttentionArgs& scheduled,
 
 unsigned long long PreparedLaunch::scratch_bytes(const Plan& plan) const {
   return static_cast<unsigned long long>(shape.grid[0]) * shape.grid[1] * shape.grid[2] * plan.scratch_bytes_per_cta;
+}
+
+ScratchOwner scratch_owner(CUstream stream) {
+  return {stream, stream == CU_STREAM_PER_THREAD ? std::this_thread::get_id() : std::thread::id()};
 }
 
 PreparedLaunch prepare_launch(const Plan& plan, const Problem& problem, int sm_count) {

@@ -209,6 +209,7 @@ struct TileSource {
       if (threadIdx.x % 32 == 0) {
         __threadfence();  // this CTA's last draw is ordered before its count of finished
         if (atomicAdd(&c->finished, 1) == static_cast<int>(gridDim.x) - 1) {
+          __threadfence();  // acquire: every CTA's last draw is ordered before the reset
           atomicExch(&c->next, 0);
           atomicExch(&c->finished, 0);
         }
