@@ -137,6 +137,46 @@ TEST(Runtime, ManyThreadsRunAndPrewarmConcurrently) {
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(problems[t]->output(), expected) << "thread " << t;
 }
 
+// CU_STREAM_PER_THREAD names each thread's own stream under one handle: the sm90 causal kernel's tile
+// counters (its device scratch) must be each thread's own, or two threads' launches draw each other's tiles
+// and leave rows of O unwritten.
+TEST(Runtime, PerThreadStreamsOfSeveralThreadsKeepTheirOwnTileCounters) {
+  FA4_REQUIRE_SM90();
+  PrimaryContext ctx;
+  Attention attention(Options::from_env());  // automatic: the sm90 kernel, causal tiles drawn from counters
+  Problem reference(4096, 4096, true, 5);    // 172 work tiles: more than the SMs, so CTAs draw several
+  attention.run(reference.params, nullptr);
+  FA4_CU(cuCtxSynchronize());
+  ASSERT_EQ(attention.plan(reference.params).key.backend, Backend::sm90);
+  const auto expected = reference.output();
+  const auto expected_lse = reference.lse_values();
+  ASSERT_TRUE(all_finite(expected));
+
+  constexpr int kThreads = 4, kRuns = 12;
+  std::vector<std::unique_ptr<Problem>> problems;
+  for (int t = 0; t < kThreads; ++t) problems.push_back(std::make_unique<Problem>(4096, 4096, true, 5));
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        FA4_CU(cuCtxSetCurrent(ctx.get()));
+        Problem& p = *problems[t];
+        for (int i = 0; i < kRuns; ++i) {
+          p.poison();
+          attention.run(p.params, CU_STREAM_PER_THREAD);
+          FA4_CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+          if (p.output() != expected || p.lse_values() != expected_lse) ++wrong;
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+        ++wrong;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong, 0) << "runs (of " << kThreads * kRuns << ") whose O or LSE differ from a lone run";
+}
+
 TEST(Runtime, GraphCaptureAndReplay) {
   FA4_REQUIRE_GPU();
   PrimaryContext ctx;
