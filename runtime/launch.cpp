@@ -235,7 +235,7 @@ void check_index_range(const Plan& plan, const Problem& problem) {
                                 " reaches that for the last padded row), got " + std::to_string(p.seqlen_k));
   }
   // A CTA's next tile index (its tile plus the grid) stays in an int too: a persistent grid has at most as
-  // many CTAs as SMs (below 2^16), another one CTA a tile.
+  // many CTAs as SMs (below 2^16), any other a CTA per tile.
   const long long tiles = tiles_per_head(plan, problem, m_blocks) * (p.heads_q / pack) * p.batch;
   const long long grid = plan.persistent ? 1 << 16 : tiles;
   if (tiles > kIntMax - grid)
