@@ -2,6 +2,7 @@
 // Correctness of the numbers is test_portable_attention.cpp's job; here every result is compared bit for
 // bit with a plain single-threaded run of the same (deterministic) kernel.
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include "test_util.hpp"
@@ -56,6 +57,21 @@ bool all_finite(const std::vector<uint16_t>& h) {
   return true;
 }
 
+// Runs body(t) on `threads` host threads, each with ctx current; an exception in one is a test failure.
+void run_in_threads(const PrimaryContext& ctx, int threads, const std::function<void(int)>& body) {
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      try {
+        FA4_CU(cuCtxSetCurrent(ctx.get()));
+        body(t);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "thread " << t << ": " << e.what();
+      }
+    });
+  for (auto& t : pool) t.join();
+}
+
 Options test_options() {
   Options o = Options::from_env();
   o.backend = Backend::portable;
@@ -108,32 +124,21 @@ TEST(Runtime, ManyThreadsRunAndPrewarmConcurrently) {
   constexpr int kThreads = 8;
   std::vector<std::unique_ptr<Problem>> problems;
   for (int t = 0; t < kThreads; ++t) problems.push_back(std::make_unique<Problem>(200, 333, false, 3));
-  std::atomic<int> failures{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t)
-    threads.emplace_back([&, t] {
-      try {
-        FA4_CU(cuCtxSetCurrent(ctx.get()));
-        if (t % 2) {
-          KernelConfig c;
-          c.head_dim = 64;
-          c.lse = true;
-          c.q_heads_per_kv = 2;
-          c.backend = Backend::portable;
-          if (!attention.prewarm({c, c}).failures.empty()) ++failures;
-        }
-        CUstream stream;
-        FA4_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-        for (int i = 0; i < 5; ++i) attention.run(problems[t]->params, stream);
-        FA4_CU(cuStreamSynchronize(stream));
-        FA4_CU(cuStreamDestroy(stream));
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << e.what();
-        ++failures;
-      }
-    });
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(failures, 0);
+  run_in_threads(ctx, kThreads, [&](int t) {
+    if (t % 2) {
+      KernelConfig c;
+      c.head_dim = 64;
+      c.lse = true;
+      c.q_heads_per_kv = 2;
+      c.backend = Backend::portable;
+      EXPECT_TRUE(attention.prewarm({c, c}).failures.empty()) << "thread " << t;
+    }
+    CUstream stream;
+    FA4_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < 5; ++i) attention.run(problems[t]->params, stream);
+    FA4_CU(cuStreamSynchronize(stream));
+    FA4_CU(cuStreamDestroy(stream));
+  });
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(problems[t]->output(), expected) << "thread " << t;
 }
 
@@ -156,24 +161,15 @@ TEST(Runtime, PerThreadStreamsOfSeveralThreadsKeepTheirOwnTileCounters) {
   std::vector<std::unique_ptr<Problem>> problems;
   for (int t = 0; t < kThreads; ++t) problems.push_back(std::make_unique<Problem>(4096, 4096, true, 5));
   std::atomic<int> wrong{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t)
-    threads.emplace_back([&, t] {
-      try {
-        FA4_CU(cuCtxSetCurrent(ctx.get()));
-        Problem& p = *problems[t];
-        for (int i = 0; i < kRuns; ++i) {
-          p.poison();
-          attention.run(p.params, CU_STREAM_PER_THREAD);
-          FA4_CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
-          if (p.output() != expected || p.lse_values() != expected_lse) ++wrong;
-        }
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << e.what();
-        ++wrong;
-      }
-    });
-  for (auto& t : threads) t.join();
+  run_in_threads(ctx, kThreads, [&](int t) {
+    Problem& p = *problems[t];
+    for (int i = 0; i < kRuns; ++i) {
+      p.poison();
+      attention.run(p.params, CU_STREAM_PER_THREAD);
+      FA4_CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+      if (p.output() != expected || p.lse_values() != expected_lse) ++wrong;
+    }
+  });
   EXPECT_EQ(wrong, 0) << "runs (of " << kThreads * kRuns << ") whose O or LSE differ from a lone run";
 }
 
