@@ -77,6 +77,9 @@ struct PreparedLaunch {
 };
 PreparedLaunch prepare_launch(const Plan& plan, const Problem& problem, int sm_count);
 
+// Builds the TMA maps and enqueues `function` (the Plan's kernel) on `stream`.
+void enqueue(const PreparedLaunch& launch, const Plan& plan, const Problem& problem, CUfunction function, CUstream stream);
+
 // Who owns a device scratch: launches that may run at the same time must not share one (the tile counters
 // and emulator state in it are one launch's at a time). A stream handle orders its launches, except
 // CU_STREAM_PER_THREAD, which names each host thread's own stream: there the calling thread owns it too.
@@ -91,8 +94,6 @@ struct ScratchOwnerHash {
   }
 };
 ScratchOwner scratch_owner(CUstream stream);
-// Builds the TMA maps and enqueues `function` (the Plan's kernel) on `stream`.
-void enqueue(const PreparedLaunch& launch, const Plan& plan, const Problem& problem, CUfunction function, CUstream stream);
 
 // The cuLaunchKernelEx configuration of a launch shape (it points at its own attributes: not copyable).
 class LaunchConfig {
