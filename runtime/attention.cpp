@@ -25,6 +25,7 @@
 #include "runtime/driver.hpp"
 #include "runtime/launch.hpp"
 #include "runtime/nvrtc.hpp"
+#include "runtime/scratch.hpp"
 #include "runtime/self_check.hpp"
 
 namespace fa4 {
@@ -82,18 +83,9 @@ struct ContextState {
   DeviceInfo device;
   std::string pci_bus_id;  // where a self-check child finds the device
   std::string identity;    // device UUID and driver version: what a self-check verdict is valid for
-  // The device scratch of Plans that ask for one (scratch_bytes_per_cta): the sm100 emulation's TMEM
-  // backing store, the sm90 causal and ragged scheduler's tile counters. One per stream (per thread for
-  // CU_STREAM_PER_THREAD: scratch_owner): launches that may run concurrently must not share it, launches on
-  // one stream are ordered, and every kernel leaves the state it keeps there (emulator headers, counters)
-  // zero at exit. A buffer that grows is retired, not freed: a CUDA graph captured earlier may still point at it.
-  struct Scratch {
-    CUdeviceptr ptr = 0;
-    size_t bytes = 0;
-  };
-  std::mutex scratch_mutex;
-  std::unordered_map<ScratchOwner, Scratch, ScratchOwnerHash> scratch;
-  std::vector<CUdeviceptr> retired;
+  // The device scratch of Plans that ask for one (scratch_bytes_per_cta): one buffer per stream, and per
+  // capture sequence for launches recorded into a CUDA graph (runtime/scratch.hpp).
+  ScratchPool scratch;
 };
 
 // Throws Error(unsupported) when kernels of `backend` cannot run on a device of `arch`.
@@ -159,7 +151,7 @@ struct Attention::Impl {
   std::optional<cache::DiskCache> disk;  // absent when the disk cache is off
   cache::KernelCache cache;
 
-  // Lifetime: contexts, their loaded modules and the emulation's per-stream scratch are kept until this
+  // Lifetime: contexts, their loaded modules and the kernels' scratch buffers are kept until this
   // Attention is destroyed (a destroyed context's entries are then released with errors ignored). An engine
   // that destroys contexts or streams for good should destroy its Attention with them.
   mutable std::shared_mutex mutex;  // guards the maps below (never held while compiling)
@@ -175,14 +167,6 @@ struct Attention::Impl {
         disk(options.disk_cache ? std::optional<cache::DiskCache>(std::in_place, options) : std::nullopt),
         cache(disk ? &*disk : nullptr) {
     set_log_level(options.log_level);
-  }
-
-  ~Impl() {
-    if (!driver_available()) return;
-    for (auto& [id, c] : contexts) {  // errors ignored: the context may be gone
-      for (auto& [stream, s] : c->scratch) driver().cuMemFree(s.ptr);
-      for (CUdeviceptr p : c->retired) driver().cuMemFree(p);
-    }
   }
 
   // The cache key of a generated source: XXH3-128 of everything that determines the cubin.
@@ -342,24 +326,6 @@ struct Attention::Impl {
     return *loaded.emplace(ContextKernel{ctx.id, key}, std::move(k)).first->second;
   }
 
-  // The stream's scratch, grown (zero-filled) to `bytes`: the first launch on a stream (and a larger grid)
-  // allocates.
-  const ContextState::Scratch& scratch_for(ContextState& ctx, size_t bytes, CUstream stream) {
-    std::lock_guard guard(ctx.scratch_mutex);
-    ContextState::Scratch& s = ctx.scratch[scratch_owner(stream)];
-    if (s.bytes >= bytes) return s;
-    if (capturing(stream))
-      throw Error(ErrorCode::graph_capture, "the stream's kernel scratch (sm90 causal and ragged tile counters, sm100 emulation TMEM) must grow to " + std::to_string(bytes) +
-                                                " bytes, which needs an allocation, during stream capture; run once before capturing");
-    const DriverApi& d = driver();
-    if (s.ptr) ctx.retired.push_back(s.ptr);
-    s = {};
-    check_cu(d.cuMemAlloc(&s.ptr, bytes), "cuMemAlloc (kernel scratch)");
-    check_cu(d.cuMemsetD8Async(s.ptr, 0, bytes, stream), "cuMemsetD8Async");  // ordered before the launch
-    s.bytes = bytes;
-    return s;
-  }
-
   // The kernel of `key` ready to launch in this context (loaded on first use, its fallback when it failed
   // its check). Outside a capture only: loading during one would invalidate it.
   const Loaded& ready(ContextState& ctx, const KernelKey& key, const KernelConfig& config, const Problem* problem,
@@ -386,7 +352,7 @@ struct Attention::Impl {
     PreparedLaunch l = prepare_launch(plan, problem, ctx.device.sm_count);
     if (plan.key.split) layout.bind(l.args, workspace);
     if (plan.scratch_bytes_per_cta) {
-      const ContextState::Scratch& s = scratch_for(ctx, l.scratch_bytes(plan), stream);
+      const ScratchPool::Buffer s = ctx.scratch.get(stream, l.scratch_bytes(plan));
       l.args.scratch = reinterpret_cast<void*>(s.ptr);
       l.args.scratch_bytes = s.bytes;
       l.args.emulation_mode = static_cast<unsigned>(options.emulation);

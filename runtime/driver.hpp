@@ -20,6 +20,8 @@ namespace fa4::detail {
   X(cuCtxGetId) X(cuCtxSynchronize)                                                         \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamGetCtx)             \
   X(cuStreamIsCapturing) X(cuStreamBeginCapture) X(cuStreamEndCapture)                      \
+  X(cuStreamGetCaptureInfo) X(cuThreadExchangeStreamCaptureMode)                             \
+  X(cuUserObjectCreate) X(cuUserObjectRelease) X(cuGraphRetainUserObject)                   \
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)            \
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)                              \
   X(cuFuncSetAttribute) X(cuLaunchKernelEx)                                                  \

@@ -278,10 +278,6 @@ unsigned long long PreparedLaunch::scratch_bytes(const Plan& plan) const {
   return static_cast<unsigned long long>(shape.grid[0]) * shape.grid[1] * shape.grid[2] * plan.scratch_bytes_per_cta;
 }
 
-ScratchOwner scratch_owner(CUstream stream) {
-  return {stream, stream == CU_STREAM_PER_THREAD ? std::this_thread::get_id() : std::thread::id()};
-}
-
 PreparedLaunch prepare_launch(const Plan& plan, const Problem& problem, int sm_count) {
   PreparedLaunch l;
   l.args = make_kernel_args(problem);

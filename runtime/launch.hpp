@@ -3,9 +3,6 @@
 
 #include <cuda.h>
 
-#include <functional>
-#include <thread>
-
 #include "fa4/fa4.hpp"
 #include "runtime/problem.hpp"
 
@@ -79,21 +76,6 @@ PreparedLaunch prepare_launch(const Plan& plan, const Problem& problem, int sm_c
 
 // Builds the TMA maps and enqueues `function` (the Plan's kernel) on `stream`.
 void enqueue(const PreparedLaunch& launch, const Plan& plan, const Problem& problem, CUfunction function, CUstream stream);
-
-// Who owns a device scratch: launches that may run at the same time must not share one (the tile counters
-// and emulator state in it are one launch's at a time). A stream handle orders its launches, except
-// CU_STREAM_PER_THREAD, which names each host thread's own stream: there the calling thread owns it too.
-struct ScratchOwner {
-  CUstream stream = nullptr;
-  std::thread::id thread;  // no thread, except for CU_STREAM_PER_THREAD
-  bool operator==(const ScratchOwner& o) const { return stream == o.stream && thread == o.thread; }
-};
-struct ScratchOwnerHash {
-  size_t operator()(const ScratchOwner& o) const {
-    return std::hash<CUstream>()(o.stream) ^ (std::hash<std::thread::id>()(o.thread) << 1);
-  }
-};
-ScratchOwner scratch_owner(CUstream stream);
 
 // The cuLaunchKernelEx configuration of a launch shape (it points at its own attributes: not copyable).
 class LaunchConfig {

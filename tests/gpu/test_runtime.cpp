@@ -4,6 +4,7 @@
 #include <atomic>
 #include <functional>
 #include <thread>
+#include <vector>
 
 #include "test_util.hpp"
 
@@ -221,6 +222,103 @@ TEST(Runtime, GraphCaptureAndReplay) {
   FA4_CU(cuGraphExecDestroy(exec));
   FA4_CU(cuGraphDestroy(graph));
   FA4_CU(cuStreamDestroy(stream));
+}
+
+// Graphs, streams and captures that are undone on every way out of a test.
+struct Graph {
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  ~Graph() {
+    if (exec) driver().cuGraphExecDestroy(exec);
+    if (graph) driver().cuGraphDestroy(graph);
+  }
+};
+struct Streams {
+  std::vector<CUstream> s;
+  explicit Streams(int n) : s(n) {
+    for (CUstream& x : s) FA4_CU(cuStreamCreate(&x, CU_STREAM_NON_BLOCKING));
+  }
+  ~Streams() {
+    for (CUstream x : s) driver().cuStreamDestroy(x);
+  }
+};
+// Captures run(p) on `stream` in the strictest mode (global) into `g`; the capture is ended if run() throws.
+void capture_run(Attention& attention, const AttentionParams& p, CUstream stream, Graph& g) {
+  FA4_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  try {
+    attention.run(p, stream);
+  } catch (...) {
+    CUgraph partial = nullptr;
+    driver().cuStreamEndCapture(stream, &partial);
+    if (partial) driver().cuGraphDestroy(partial);
+    throw;
+  }
+  FA4_CU(cuStreamEndCapture(stream, &g.graph));
+  FA4_CU(cuGraphInstantiate(&g.exec, g.graph, 0));
+}
+
+// A launch recorded into a CUDA graph has its capture's own scratch (runtime/scratch.hpp): two graphs
+// captured on one stream replay at once on two streams, beside eager calls on the capture stream, and no
+// launch draws another's tiles (with the capture stream's scratch they did, and rows of O went unwritten).
+TEST(Runtime, GraphsReplayAtOnceWithTheirOwnTileCounters) {
+  FA4_REQUIRE_SM90();
+  PrimaryContext ctx;
+  Attention attention(Options::from_env());  // automatic: the sm90 kernel, causal tiles drawn from counters
+  Problem eager(4096, 4096, true, 5);        // 172 work tiles: more than the SMs, so CTAs draw several
+  Streams streams(3);                        // [0] captures and runs eagerly, [1] and [2] replay
+  attention.run(eager.params, streams.s[0]);
+  FA4_CU(cuStreamSynchronize(streams.s[0]));
+  ASSERT_EQ(attention.plan(eager.params).key.backend, Backend::sm90);
+  const auto expected = eager.output();
+  const auto expected_lse = eager.lse_values();
+  ASSERT_TRUE(all_finite(expected));
+  const auto matches = [&](const Problem& p) { return p.output() == expected && p.lse_values() == expected_lse; };
+
+  Problem first(4096, 4096, true, 5), second(4096, 4096, true, 5);
+  Graph a, b;
+  capture_run(attention, first.params, streams.s[0], a);
+  capture_run(attention, second.params, streams.s[0], b);
+  constexpr int kRuns = 12;
+  int wrong[3] = {};
+  for (int i = 0; i < kRuns; ++i) {
+    for (Problem* p : {&eager, &first, &second}) p->poison();
+    FA4_CU(cuGraphLaunch(a.exec, streams.s[1]));
+    FA4_CU(cuGraphLaunch(b.exec, streams.s[2]));
+    attention.run(eager.params, streams.s[0]);
+    FA4_CU(cuCtxSynchronize());
+    wrong[0] += !matches(eager);
+    wrong[1] += !matches(first);
+    wrong[2] += !matches(second);
+  }
+  EXPECT_EQ(wrong[0], 0) << "eager runs (of " << kRuns << ") whose O or LSE differ from a lone run";
+  EXPECT_EQ(wrong[1], 0) << "replays of the first graph (of " << kRuns << ") that differ";
+  EXPECT_EQ(wrong[2], 0) << "replays of the second graph (of " << kRuns << ") that differ";
+}
+
+// A capture needs no eager run on its stream first (its scratch is its own), and graphs captured after
+// others were destroyed (whose buffers the pool may hand on, still zero) replay right, again and again.
+TEST(Runtime, CapturesOnAFreshStreamAndAfterDestroyedGraphs) {
+  FA4_REQUIRE_SM90();
+  PrimaryContext ctx;
+  Attention attention(Options::from_env());
+  Problem reference(1000, 3000, true, 6);
+  attention.run(reference.params, nullptr);  // loads the kernel (a capture cannot), on another stream
+  FA4_CU(cuCtxSynchronize());
+  ASSERT_EQ(attention.plan(reference.params).key.backend, Backend::sm90);
+  const auto expected = reference.output();
+  ASSERT_TRUE(all_finite(expected));
+  Streams streams(1);
+  Problem p(1000, 3000, true, 6);
+  for (int generation = 0; generation < 3; ++generation) {
+    Graph g;
+    capture_run(attention, p.params, streams.s[0], g);
+    for (int i = 0; i < 3; ++i) {
+      p.poison();
+      FA4_CU(cuGraphLaunch(g.exec, streams.s[0]));
+      FA4_CU(cuStreamSynchronize(streams.s[0]));
+      EXPECT_EQ(p.output(), expected) << "graph " << generation << ", replay " << i;
+    }
+  }
 }
 
 TEST(Runtime, TwoContextsOnOneDevice) {
