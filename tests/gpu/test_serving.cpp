@@ -78,6 +78,53 @@ class Serving {
     return check();
   }
 
+  // The call captured into a CUDA graph once, then replayed as an engine's decode steps run it: before each
+  // replay the sequences' key counts (seqused_k, at most the captured ones) are written on the device, and
+  // the replay is checked like run() against references of those lengths.
+  std::vector<ServingResult> run_replays(Attention& attention, const std::vector<std::vector<int>>& lengths) {
+    AttentionParams p = params_;
+    if (c_.workspace) {
+      const size_t bytes = attention.workspace_size(p);
+      workspace_ = DeviceBuffer(std::max<size_t>(bytes, 256));
+      p.workspace = workspace_.get();
+      p.workspace_bytes = bytes;
+    }
+    CUstream stream = nullptr;
+    FA4_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    FA4_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    try {
+      attention.run(p, stream);
+    } catch (...) {
+      detail::driver().cuStreamEndCapture(stream, &graph);
+      if (graph) detail::driver().cuGraphDestroy(graph);
+      detail::driver().cuStreamDestroy(stream);
+      throw;
+    }
+    FA4_CU(cuStreamEndCapture(stream, &graph));
+    FA4_CU(cuGraphInstantiate(&exec, graph, 0));
+    const std::vector<int> captured = c_.seqlens_k;
+    std::vector<ServingResult> results;
+    for (const std::vector<int>& used : lengths) {
+      for (size_t i = 0; i < used.size(); ++i)
+        if (used[i] > captured[i]) throw std::invalid_argument("run_replays: a length above the captured one");
+      c_.seqlens_k = used;
+      used_dev_.upload(used);
+      o_dev_.upload(std::vector<uint16_t>(o_elems_, kPoisonHalf));
+      lse_dev_.fill_bytes(0xff);
+      FA4_CU(cuGraphLaunch(exec, stream));
+      FA4_CU(cuStreamSynchronize(stream));
+      results.push_back(check());
+    }
+    c_.seqlens_k = captured;
+    used_dev_.upload(captured);
+    FA4_CU(cuGraphExecDestroy(exec));
+    FA4_CU(cuGraphDestroy(graph));
+    FA4_CU(cuStreamDestroy(stream));
+    return results;
+  }
+
   Plan plan(const Attention& attention) const { return attention.plan(params_); }
   // The launch run() makes (with the workspace it is given when the case asks for one).
   LaunchShape launch_shape(const Attention& attention) const {
@@ -838,6 +885,47 @@ TEST(ServingShapes, MergingTwoHalvesEqualsTheWhole) {
   EXPECT_LT(worst, 2e-2) << "merged halves differ from the whole";
   EXPECT_LT(worst_lse, 1e-3);
   std::cout << "[serving] merge of two halves: max |O diff| " << worst << ", max |LSE diff| " << worst_lse << "\n";
+}
+
+// Engines capture a decode step once and replay it as the sequences grow: the captured launches (split-KV
+// with the combine, paged, GQA-packed; on sm_90 also the sm90 ragged kernel, with its tile counters) take
+// the key counts from seqused_k on the device at every replay, and every replay matches its references.
+// Lengths shrink, grow back, reach 0 and 1; the shape (and so the split plan) is the captured one.
+TEST(ServingShapes, CapturedCallsReplayWithTheLengthsOnTheDevice) {
+  FA4_REQUIRE_GPU();
+  PrimaryContext context;
+  ServingCase decode;
+  decode.name = "graph_decode";
+  decode.backend = Backend::automatic;
+  decode.heads_q = 8, decode.heads_kv = 2, decode.num_splits = 0, decode.workspace = true;
+  decode.paged = true, decode.page_size = 64;
+  decode.seqlens_q = {1, 1, 1, 1, 1};
+  decode.seqlens_k = {3000, 700, 64, 1, 1800};
+  ServingCase prefill = decode;  // a mixed batch: decode-sized and longer queries
+  prefill.name = "graph_mixed";
+  prefill.causal = true;
+  prefill.seqlens_q = {1, 300, 2, 130, 700};
+  prefill.seqlens_k = {3000, 700, 640, 130, 1800};
+  for (const ServingCase& c : {decode, prefill}) {
+    Attention attention(serving_options(c.backend));
+    Serving problem(c, std::hash<std::string>{}(c.name));
+    const ServingResult eager = problem.run(attention);  // loads the kernels (a capture cannot)
+    ASSERT_TRUE(eager.passed) << c.name << ": " << eager.failures;
+    std::vector<std::vector<int>> steps = {c.seqlens_k, {}, {}, c.seqlens_k};
+    for (size_t i = 0; i < c.seqlens_k.size(); ++i) {
+      const int k = c.seqlens_k[i], q = c.seqlens_q[i];
+      // Causal rows see keys up to their own position from the bottom: keep at least the query rows.
+      const int floor = c.causal ? q : 0;
+      steps[1].push_back(std::max(floor, k * 3 / 4));
+      steps[2].push_back(i % 2 ? std::max(floor, 1) : std::max(floor, k / 5));
+    }
+    const std::vector<ServingResult> replays = problem.run_replays(attention, steps);
+    for (size_t r = 0; r < replays.size(); ++r)
+      EXPECT_TRUE(replays[r].passed) << c.name << ", replay " << r << ": " << replays[r].failures;
+    EXPECT_EQ(replays.back().o, eager.o) << c.name << ": the replay at the captured lengths differs from the eager run";
+    std::cout << "[serving] " << c.name << " (" << problem.plan(attention).key.name() << "): " << replays.size()
+              << " replays checked\n";
+  }
 }
 
 // A workspace smaller than workspace_size() asks for: a typed error naming workspace_bytes, nothing launched.
