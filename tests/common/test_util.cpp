@@ -61,4 +61,31 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+Streams::Streams(int n) : s(n) {
+  for (CUstream& x : s) FA4_CU(cuStreamCreate(&x, CU_STREAM_NON_BLOCKING));
+}
+Streams::~Streams() {
+  for (CUstream x : s)
+    if (x) detail::driver().cuStreamDestroy(x);
+}
+
+Graph::~Graph() {
+  if (exec) detail::driver().cuGraphExecDestroy(exec);
+  if (graph) detail::driver().cuGraphDestroy(graph);
+}
+
+void capture_run(Attention& attention, const AttentionParams& p, CUstream stream, CUstreamCaptureMode mode, Graph& g) {
+  FA4_CU(cuStreamBeginCapture(stream, mode));
+  try {
+    attention.run(p, stream);
+  } catch (...) {
+    CUgraph partial = nullptr;
+    detail::driver().cuStreamEndCapture(stream, &partial);
+    if (partial) detail::driver().cuGraphDestroy(partial);
+    throw;
+  }
+  FA4_CU(cuStreamEndCapture(stream, &g.graph));
+  FA4_CU(cuGraphInstantiate(&g.exec, g.graph, 0));
+}
+
 }  // namespace fa4::test

@@ -101,6 +101,29 @@ class TempDir {
   std::string path_;
 };
 
+// Non-blocking streams of the current context, destroyed with the object (errors ignored).
+struct Streams {
+  std::vector<CUstream> s;
+  explicit Streams(int n);
+  ~Streams();
+  Streams(const Streams&) = delete;
+  Streams& operator=(const Streams&) = delete;
+};
+
+// A captured graph and its executable instance, destroyed with the object (errors ignored).
+struct Graph {
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  Graph() = default;
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+};
+
+// Captures attention.run(p, stream) in `mode` into `g` and instantiates it; the capture is ended (and its
+// partial graph destroyed) if run() throws.
+void capture_run(Attention& attention, const AttentionParams& p, CUstream stream, CUstreamCaptureMode mode, Graph& g);
+
 }  // namespace fa4::test
 
 namespace fa4 {

@@ -224,42 +224,10 @@ TEST(Runtime, GraphCaptureAndReplay) {
   FA4_CU(cuStreamDestroy(stream));
 }
 
-// Graphs, streams and captures that are undone on every way out of a test.
-struct Graph {
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  ~Graph() {
-    if (exec) driver().cuGraphExecDestroy(exec);
-    if (graph) driver().cuGraphDestroy(graph);
-  }
-};
-struct Streams {
-  std::vector<CUstream> s;
-  explicit Streams(int n) : s(n) {
-    for (CUstream& x : s) FA4_CU(cuStreamCreate(&x, CU_STREAM_NON_BLOCKING));
-  }
-  ~Streams() {
-    for (CUstream x : s) driver().cuStreamDestroy(x);
-  }
-};
-// Captures run(p) on `stream` in the strictest mode (global) into `g`; the capture is ended if run() throws.
-void capture_run(Attention& attention, const AttentionParams& p, CUstream stream, Graph& g) {
-  FA4_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  try {
-    attention.run(p, stream);
-  } catch (...) {
-    CUgraph partial = nullptr;
-    driver().cuStreamEndCapture(stream, &partial);
-    if (partial) driver().cuGraphDestroy(partial);
-    throw;
-  }
-  FA4_CU(cuStreamEndCapture(stream, &g.graph));
-  FA4_CU(cuGraphInstantiate(&g.exec, g.graph, 0));
-}
-
 // A launch recorded into a CUDA graph has its capture's own scratch (runtime/scratch.hpp): two graphs
-// captured on one stream replay at once on two streams, beside eager calls on the capture stream, and no
-// launch draws another's tiles (with the capture stream's scratch they did, and rows of O went unwritten).
+// captured on one stream (in the strictest mode, global) replay at once on two streams, beside eager calls
+// on the capture stream, and no launch draws another's tiles (with the capture stream's scratch they did,
+// and rows of O went unwritten).
 TEST(Runtime, GraphsReplayAtOnceWithTheirOwnTileCounters) {
   FA4_REQUIRE_SM90();
   PrimaryContext ctx;
@@ -276,8 +244,8 @@ TEST(Runtime, GraphsReplayAtOnceWithTheirOwnTileCounters) {
 
   Problem first(4096, 4096, true, 5), second(4096, 4096, true, 5);
   Graph a, b;
-  capture_run(attention, first.params, streams.s[0], a);
-  capture_run(attention, second.params, streams.s[0], b);
+  capture_run(attention, first.params, streams.s[0], CU_STREAM_CAPTURE_MODE_GLOBAL, a);
+  capture_run(attention, second.params, streams.s[0], CU_STREAM_CAPTURE_MODE_GLOBAL, b);
   constexpr int kRuns = 12;
   int wrong[3] = {};
   for (int i = 0; i < kRuns; ++i) {
@@ -311,7 +279,7 @@ TEST(Runtime, CapturesOnAFreshStreamAndAfterDestroyedGraphs) {
   Problem p(1000, 3000, true, 6);
   for (int generation = 0; generation < 3; ++generation) {
     Graph g;
-    capture_run(attention, p.params, streams.s[0], g);
+    capture_run(attention, p.params, streams.s[0], CU_STREAM_CAPTURE_MODE_GLOBAL, g);
     for (int i = 0; i < 3; ++i) {
       p.poison();
       FA4_CU(cuGraphLaunch(g.exec, streams.s[0]));

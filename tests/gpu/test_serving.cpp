@@ -64,16 +64,8 @@ class Serving {
   explicit Serving(const ServingCase& c, uint64_t seed) : c_(c), rng_(seed) { build(); }
 
   ServingResult run(Attention& attention) {
-    o_dev_.upload(std::vector<uint16_t>(o_elems_, kPoisonHalf));
-    lse_dev_.fill_bytes(0xff);
-    AttentionParams p = params_;
-    if (c_.workspace) {
-      const size_t bytes = attention.workspace_size(p) - c_.workspace_short;
-      workspace_ = DeviceBuffer(std::max<size_t>(bytes, 256));
-      p.workspace = workspace_.get();
-      p.workspace_bytes = bytes;
-    }
-    attention.run(p, nullptr);
+    poison();
+    attention.run(call_params(attention), nullptr);
     FA4_CU(cuCtxSynchronize());
     return check();
   }
@@ -82,28 +74,9 @@ class Serving {
   // replay the sequences' key counts (seqused_k, at most the captured ones) are written on the device, and
   // the replay is checked like run() against references of those lengths.
   std::vector<ServingResult> run_replays(Attention& attention, const std::vector<std::vector<int>>& lengths) {
-    AttentionParams p = params_;
-    if (c_.workspace) {
-      const size_t bytes = attention.workspace_size(p);
-      workspace_ = DeviceBuffer(std::max<size_t>(bytes, 256));
-      p.workspace = workspace_.get();
-      p.workspace_bytes = bytes;
-    }
-    CUstream stream = nullptr;
-    FA4_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    CUgraph graph = nullptr;
-    CUgraphExec exec = nullptr;
-    FA4_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-    try {
-      attention.run(p, stream);
-    } catch (...) {
-      detail::driver().cuStreamEndCapture(stream, &graph);
-      if (graph) detail::driver().cuGraphDestroy(graph);
-      detail::driver().cuStreamDestroy(stream);
-      throw;
-    }
-    FA4_CU(cuStreamEndCapture(stream, &graph));
-    FA4_CU(cuGraphInstantiate(&exec, graph, 0));
+    Streams stream(1);
+    Graph g;
+    capture_run(attention, call_params(attention), stream.s[0], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, g);
     const std::vector<int> captured = c_.seqlens_k;
     std::vector<ServingResult> results;
     for (const std::vector<int>& used : lengths) {
@@ -111,17 +84,13 @@ class Serving {
         if (used[i] > captured[i]) throw std::invalid_argument("run_replays: a length above the captured one");
       c_.seqlens_k = used;
       used_dev_.upload(used);
-      o_dev_.upload(std::vector<uint16_t>(o_elems_, kPoisonHalf));
-      lse_dev_.fill_bytes(0xff);
-      FA4_CU(cuGraphLaunch(exec, stream));
-      FA4_CU(cuStreamSynchronize(stream));
+      poison();
+      FA4_CU(cuGraphLaunch(g.exec, stream.s[0]));
+      FA4_CU(cuStreamSynchronize(stream.s[0]));
       results.push_back(check());
     }
     c_.seqlens_k = captured;
     used_dev_.upload(captured);
-    FA4_CU(cuGraphExecDestroy(exec));
-    FA4_CU(cuGraphDestroy(graph));
-    FA4_CU(cuStreamDestroy(stream));
     return results;
   }
 
@@ -140,6 +109,25 @@ class Serving {
   }
 
  private:
+  // The call's parameters, with a fresh workspace of the size workspace_size() asks for (less
+  // workspace_short) where the case takes one.
+  AttentionParams call_params(Attention& attention) {
+    AttentionParams p = params_;
+    if (c_.workspace) {
+      const size_t bytes = attention.workspace_size(p) - c_.workspace_short;
+      workspace_ = DeviceBuffer(std::max<size_t>(bytes, 256));
+      p.workspace = workspace_.get();
+      p.workspace_bytes = bytes;
+    }
+    return p;
+  }
+
+  // O and the LSE hold what no kernel writes.
+  void poison() {
+    o_dev_.upload(std::vector<uint16_t>(o_elems_, kPoisonHalf));
+    lse_dev_.fill_bytes(0xff);
+  }
+
   void build() {
     const int b = static_cast<int>(c_.seqlens_q.size());
     const int hq = c_.heads_q, hkv = c_.heads_kv;
