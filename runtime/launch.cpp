@@ -93,6 +93,36 @@ bool may_fold(const Problem& problem, const fa4k::SplitRule& rule, int max_split
 // in the batch.
 int merge_shares(int parts_cap) { return parts_cap >= 16 ? 4 : 1; }
 
+// The estimated time of a batch-invariant decode launch of foldable sequences whose CTAs run k of a
+// sequence's `parts` parts of part_blocks KV blocks each, in units of one KV block streamed by one CTA: the
+// longer of the CTAs' chains (waves of SMs x Plan::ctas_per_sm CTAs, each a fixed cost plus its blocks,
+// plus its parts' raw states where it does not fold) and the bytes at the device's bandwidth (about
+// kBandwidthCtasPerSm CTAs per SM streaming at full speed), plus the combine where k < parts (a fixed cost
+// and the states read back). From the H200's and H100's decode timings (d128, bf16): a CTA's fixed cost
+// ~3.5 us against ~0.53 us a block, ~62 GB/s a CTA against ~3.2-4 TB/s in all. Waves x k alone ran 64 x 4k
+// at 8/1 heads and 4 queries in 256 CTAs of 8 parts, whose raw states (64 MB, written and read back) and
+// combine held it to 1257 GB/s on the H100; all 16 parts a CTA ran it at 2286, and none of the 8 choices
+// this changes in bench_decode's table ran slower (bench/results/2026-12-08-h100-decode-fold-cost.md).
+constexpr double kDecodeCtaFixedBlocks = 6.6;
+constexpr double kBandwidthCtasPerSm = 0.4;
+
+double fold_cost(const Plan& plan, const Problem& problem, long long parts, long long part_blocks, long long k) {
+  const long long ctas = ctas_at_one_part(plan, problem), sms = sm_slots(problem);
+  const long long wave = std::max(1, plan.ctas_per_sm) * sms;
+  const long long launched = ctas * ((parts + k - 1) / k), waves = (launched + wave - 1) / wave;
+  // A part's raw states (O per decode warp) in KV blocks' bytes.
+  const long long rows = std::min<long long>(plan.tile_m, served_seqlen_q(plan, problem) * plan.key.gqa_pack);
+  const double state_blocks = static_cast<double>(plan.threads / 32 * rows * plan.key.head_dim_v * 4) /
+                              (static_cast<double>(plan.tile_n) * (plan.key.head_dim + plan.key.head_dim_v) * 2);
+  const bool combined = k < parts;
+  const double states = combined ? static_cast<double>(ctas) * parts * state_blocks : 0;
+  const double streams = kBandwidthCtasPerSm * sms;
+  const double chains = waves * (kDecodeCtaFixedBlocks + k * (part_blocks + (combined ? state_blocks : 0)));
+  const double bytes = (static_cast<double>(ctas) * parts * part_blocks + states) / streams;
+  const double combine = combined ? kDecodeCtaFixedBlocks + states / streams : 0;
+  return std::max(chains, bytes) + combine;
+}
+
 fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   const AttentionParams& p = problem.params;
   fa4k::SplitRule r{};
@@ -139,9 +169,8 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
   // k) CTAs of a launch fill ceil(CTAs / W) waves of W = SMs x Plan::ctas_per_sm slots and use C x parts /
   // (waves x W x k) of the slot time: the k that uses most, the larger on a tie (fewer partials), of at most
   // Plan::fold_split_blocks blocks (a long CTA leaves a ragged tail; a CTA that runs all of a sequence's parts
-  // must fold them). All of the parts (no raw states written and read back, no combine) also where that
-  // costs at most 1/8 more: on the H200 256 x 4k, GQA 32/8, 16 parts ran at 0.84 of the best peer in 125
-  // waves of a CTA a part (cost 125) and at 0.98 in 8 waves of CTAs of all 16 (cost 128).
+  // must fold them). All of the parts (no raw states written and read back, no combine) where fold_cost
+  // expects that to take less time.
   if (p.num_splits == 0 && plan.key.decode && r.fold_blocks > 0) {
     const long long ctas = ctas_at_one_part(plan, problem);
     const long long blocks = longest_key_blocks(problem, plan.tile_n);
@@ -153,7 +182,8 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
     long long best = 1, best_cost = std::numeric_limits<long long>::max();
     for (long long k = 1; k <= most; ++k)
       if (cost(k) <= best_cost) best = k, best_cost = cost(k);
-    if (most == parts && cost(parts) * 8 <= best_cost * 9) best = parts;
+    if (most == parts && fold_cost(plan, problem, parts, part_blocks, parts) < fold_cost(plan, problem, parts, part_blocks, best))
+      best = parts;
     r.parts_per_cta = static_cast<int>(best);
   }
   return r;
