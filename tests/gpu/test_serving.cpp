@@ -771,8 +771,8 @@ TEST(ServingShapes, SplitResultsAreBatchInvariant) {
   // Six parts (1500 keys), seven (1750) and sixteen (4096, the most a folded sequence has) in batches, found
   // on this GPU, whose CTAs run all of a sequence's parts (the CTA folds them in registers) and, for the
   // sixteen (PortablePlan.TheInvarianceTestsBatchRunsTheCtaMerge), some of them each (the combine folds
-  // their raw states; on Hopper one such batch's last CTA runs fewer): a CTA's parts stream through its
-  // rings. The others have at most sequence 0's keys, so sequence 0 sets the launch's parts; one token or
+  // their raw states; where there is one, a batch whose last CTA runs fewer parts): a CTA's parts stream
+  // through its rings. The others have at most sequence 0's keys, so sequence 0 sets the launch's parts; one token or
   // two: one m block of 2 kv heads each.
   std::vector<std::pair<ServingCase, ServingCase>> pairs = {{alone, batch}, {short_alone, large}, {short_sinks, large_sinks}};
   auto ctas = [&](const ServingCase& c) {
@@ -793,21 +793,36 @@ TEST(ServingShapes, SplitResultsAreBatchInvariant) {
       }
       return many;
     };
+    auto add = [&](int n, long long probe_ctas, long long ctas_per_sequence) {
+      ServingCase many = batch_of(n, true);
+      ASSERT_EQ(ctas(many), probe_ctas) << "the launch of a batch of " << n << " followed its shorter sequences";
+      many.name = "batch_of_" + std::to_string(n) + "_" + std::to_string(ctas_per_sequence) + "_ctas_for_" +
+                  std::to_string(parts) + "_parts";
+      pairs.emplace_back(one, many);
+    };
+    // Of the batches whose CTAs run some of the parts each, one whose last CTA runs fewer, else the first.
     bool some_parts = false, all_parts = false;
+    int even_batch = 0;
+    long long even_probe = 0;
     for (int n = 4; n <= 2048 && !((some_parts || parts < 16) && all_parts); n += 4) {
       // The launch follows the batch size and the longest lengths only (sequence 0's keys, two tokens), so
       // the search asks it of batches whose other sequences hold no keys: nothing large is built per try.
       const long long probe_ctas = ctas(batch_of(n, false));
       const long long ctas_per_sequence = probe_ctas / (2 * n);
       if (ctas_per_sequence == parts) continue;  // a CTA a part, as alone
+      const long long per_cta = (parts + ctas_per_sequence - 1) / ctas_per_sequence;
+      if (ctas_per_sequence > 1 && parts % per_cta == 0) {
+        if (!even_batch) even_batch = n, even_probe = probe_ctas;
+        continue;
+      }
       bool& found = ctas_per_sequence == 1 ? all_parts : some_parts;
       if (found) continue;
       found = true;
-      ServingCase many = batch_of(n, true);
-      ASSERT_EQ(ctas(many), probe_ctas) << "the launch of a batch of " << n << " followed its shorter sequences";
-      many.name = "batch_of_" + std::to_string(n) + "_" + std::to_string(ctas_per_sequence) + "_ctas_for_" +
-                  std::to_string(parts) + "_parts";
-      pairs.emplace_back(one, many);
+      add(n, probe_ctas, ctas_per_sequence);
+    }
+    if (!some_parts && even_batch) {
+      some_parts = true;
+      add(even_batch, even_probe, even_probe / (2 * even_batch));
     }
     EXPECT_TRUE(all_parts) << "no batch of up to 2048 ran " << parts << " parts in one CTA";
     if (parts == 16) EXPECT_TRUE(some_parts) << "no batch of up to 2048 ran 16 parts in fewer CTAs but more than one";
