@@ -810,8 +810,8 @@ TEST(ServingShapes, SplitResultsAreBatchInvariant) {
       const long long probe_ctas = ctas(batch_of(n, false));
       const long long ctas_per_sequence = probe_ctas / (2 * n);
       if (ctas_per_sequence == parts) continue;  // a CTA a part, as alone
-      const long long per_cta = (parts + ctas_per_sequence - 1) / ctas_per_sequence;
-      if (ctas_per_sequence > 1 && parts % per_cta == 0) {
+      const bool even = ctas_per_sequence > 1 && parts % ((parts + ctas_per_sequence - 1) / ctas_per_sequence) == 0;
+      if (even) {
         if (!even_batch) even_batch = n, even_probe = probe_ctas;
         continue;
       }
