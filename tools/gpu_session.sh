@@ -37,6 +37,8 @@
 #                          "^(64|256) ", " yes "); default every row of the sweep
 #   GPU_SESSION_AB_ROWS    decode-ab: bench_decode.py --rows regex (default "sq1"); the table comes back as
 #                          decode_ab.md (bench/compare_decode.py over the libraries' runs)
+#   GPU_SESSION_AB_S       decode-ab: each library's limit in seconds (default 150: about 48 rows up to 4k keys;
+#                          the 32k and 128k rows take about 4 s each)
 #   GPU_SESSION_PROFILE   profile: the prefill call's options (ncu_prefill_call.py; default "--d 128", 1 x 16k
 #                          tokens); its lineinfo cubin comes from `fa4rt dump` with the same --d/--dv/--causal
 # FA4-cute is a peer of the Python benches (attention, decode; an A/B's first pass) where
@@ -206,7 +208,7 @@ if wanted decode-ab; then
   ab_names=()
   for lib in ${GPU_SESSION_AB_LIBS:-$BUILD_ABS/libfa4rt.so}; do
     name=ab-$(basename "$(dirname "$lib")")
-    run_stage "$name" 150 3 "fa4rt / best peer: median|SKIPPED" env FA4_LIB="$lib" \
+    run_stage "$name" "${GPU_SESSION_AB_S:-150}" 3 "fa4rt / best peer: median|SKIPPED" env FA4_LIB="$lib" \
       python3 bench/bench_decode.py --pages "" --reps 5 --rows "${GPU_SESSION_AB_ROWS:-sq1}"
     ab_logs+=("$LOGS/$name.log")
     ab_names+=("${name#ab-}")
