@@ -93,9 +93,9 @@ bool may_fold(const Problem& problem, const fa4k::SplitRule& rule, int max_split
 // in the batch.
 int merge_shares(int parts_cap) { return parts_cap >= 16 ? 4 : 1; }
 
-// The estimated time of a batch-invariant decode launch of foldable sequences whose CTAs run k of a
-// sequence's `parts` parts of part_blocks KV blocks each, in units of one KV block streamed by one CTA: the
-// longer of the CTAs' chains (waves of SMs x Plan::ctas_per_sm CTAs, each a fixed cost plus its blocks,
+// The estimated time of a batch-invariant decode launch of foldable sequences (`ctas` CTAs at one part)
+// whose CTAs run k of a sequence's `parts` parts of part_blocks KV blocks each, in units of one KV block
+// streamed by one CTA: the longer of the CTAs' chains (waves of SMs x Plan::ctas_per_sm CTAs, each a fixed cost plus its blocks,
 // plus its parts' raw states where it does not fold) and the bytes at the device's bandwidth (about
 // kBandwidthCtasPerSm CTAs per SM streaming at full speed), plus the combine where k < parts (a fixed cost
 // and the states read back). From the H200's and H100's decode timings (d128, bf16): a CTA's fixed cost
@@ -106,10 +106,15 @@ int merge_shares(int parts_cap) { return parts_cap >= 16 ? 4 : 1; }
 constexpr double kDecodeCtaFixedBlocks = 6.6;
 constexpr double kBandwidthCtasPerSm = 0.4;
 
-double fold_cost(const Plan& plan, const Problem& problem, long long parts, long long part_blocks, long long k) {
-  const long long ctas = ctas_at_one_part(plan, problem), sms = sm_slots(problem);
-  const long long wave = std::max(1, plan.ctas_per_sm) * sms;
-  const long long launched = ctas * ((parts + k - 1) / k), waves = (launched + wave - 1) / wave;
+// The waves a decode launch fills when each of its `ctas` CTAs at one part instead runs k of `parts` parts:
+// ceil(ctas x ceil(parts / k) / W) for W = SMs x Plan::ctas_per_sm CTA slots.
+long long decode_waves(const Plan& plan, const Problem& problem, long long ctas, long long parts, long long k) {
+  const long long wave = std::max(1, plan.ctas_per_sm) * sm_slots(problem);
+  return (ctas * ((parts + k - 1) / k) + wave - 1) / wave;
+}
+
+double fold_cost(const Plan& plan, const Problem& problem, long long ctas, long long parts, long long part_blocks, long long k) {
+  const long long sms = sm_slots(problem), waves = decode_waves(plan, problem, ctas, parts, k);
   // A part's raw states (O per decode warp) in KV blocks' bytes.
   const long long rows = std::min<long long>(plan.tile_m, served_seqlen_q(plan, problem) * plan.key.gqa_pack);
   const double state_blocks = static_cast<double>(plan.threads / 32 * rows * plan.key.head_dim_v * 4) /
@@ -177,12 +182,12 @@ fa4k::SplitRule split_rule(const Plan& plan, const Problem& problem) {
     const long long parts = fa4k::split_parts(r, true, static_cast<int>(blocks));
     const long long part_blocks = std::max(1LL, (blocks + parts - 1) / parts);
     const long long most = std::min(parts, std::max(1LL, r.fold_blocks / part_blocks));
-    const long long wave = std::max(1, plan.ctas_per_sm) * sm_slots(problem);
-    auto cost = [&](long long k) { return (ctas * ((parts + k - 1) / k) + wave - 1) / wave * k; };  // waves x k
+    auto cost = [&](long long k) { return decode_waves(plan, problem, ctas, parts, k) * k; };
     long long best = 1, best_cost = std::numeric_limits<long long>::max();
     for (long long k = 1; k <= most; ++k)
       if (cost(k) <= best_cost) best = k, best_cost = cost(k);
-    if (most == parts && fold_cost(plan, problem, parts, part_blocks, parts) < fold_cost(plan, problem, parts, part_blocks, best))
+    if (most == parts &&
+        fold_cost(plan, problem, ctas, parts, part_blocks, parts) < fold_cost(plan, problem, ctas, parts, part_blocks, best))
       best = parts;
     r.parts_per_cta = static_cast<int>(best);
   }
